@@ -1,0 +1,35 @@
+#!/bin/sh
+# Installs the Debian packages libexecpack needs to build and test.
+# Usage: build-aux/install-deps.sh [base|kmod|all]
+#   base: compiler toolchain, Autotools, Check, Valgrind, libunwind (default)
+#   kmod: what `make check-kmod` needs to boot a real kernel under qemu
+#   all:  both, plus the optional peers and tools used by benchmarks and packaging
+set -e
+set_name=${1:-base}
+
+base="build-essential autoconf automake libtool pkg-config check libunwind-dev valgrind
+autoconf-archive clang llvm libclang-rt-14-dev"
+kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod"
+extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev"
+
+case "$set_name" in
+base) want=$base ;;
+kmod) want=$kmod ;;
+all) want="$base $kmod $extra" ;;
+*) echo "usage: $0 [base|kmod|all]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $want; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || true
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing

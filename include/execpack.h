@@ -1,0 +1,129 @@
+/*
+ * execpack.h - the whole public interface of libexecpack.
+ *
+ * libexecpack hands out executable memory for JIT-compiled code.  Many
+ * small programs share one large "pack" (2 MiB by default) carved into
+ * 64-byte chunks, instead of each taking a page.  Code is never written
+ * through the executable view: ep_alloc() returns a private staging buffer
+ * (image.rw) whose addresses the caller computes against the final
+ * executable address (image.exec); ep_finalize() copies it in.
+ *
+ * Conventions (libuv / libbpf style):
+ *   - every int-returning call returns 0 on success or a negative errno;
+ *     ep_strerror() turns it into text;
+ *   - all handles are opaque; option structs carry a leading size field
+ *     so that they can grow without breaking the ABI;
+ *   - all calls on one pool are thread-safe.
+ */
+#ifndef EXECPACK_H
+#define EXECPACK_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(EP_BUILDING_LIBRARY) && defined(__GNUC__)
+#define EP_API __attribute__((visibility("default")))
+#else
+#define EP_API
+#endif
+
+/* Allocation granularity inside a pack, in bytes. */
+#define EP_CHUNK_SIZE 64
+
+/* Library version; ep_version() returns the same at run time. */
+#define EP_VERSION_MAJOR 0
+#define EP_VERSION_MINOR 1
+#define EP_VERSION_PATCH 0
+
+struct ep_pool; /* opaque */
+
+enum ep_backend {
+	EP_BACKEND_AUTO = 0, /* best available; EXECPACK_BACKEND overrides */
+	EP_BACKEND_MEMFD,    /* memfd dual mapping (RW alias + RX view) */
+	EP_BACKEND_HUGETLB,  /* memfd/hugetlbfs on 2 MiB pages, dual-mapped */
+	EP_BACKEND_KMOD,     /* /dev/execpack: no writable mapping at all */
+};
+
+/*
+ * Fills [dst, dst+len) with instructions that trap when executed.  It is
+ * called on the staging buffer, on every new pack before it is mapped
+ * executable, and on every freed range.  It must not fail.
+ */
+typedef void (*ep_fill_fn)(void *dst, size_t len, void *ctx);
+
+/* x86 trap fill: INT3 (0xCC) in every byte.  ctx is ignored. */
+EP_API void ep_fill_x86_int3(void *dst, size_t len, void *ctx);
+
+/* ep_config.flags */
+#define EP_F_RANDOMIZE (1u << 0) /* random 16-byte-aligned offset in slack */
+#define EP_F_SEAL      (1u << 1) /* mseal() executable views (kept until exit) */
+#define EP_F_PERFMAP   (1u << 2) /* write /tmp/perf-<pid>.map for named code */
+#define EP_F_ALL       (EP_F_RANDOMIZE | EP_F_SEAL | EP_F_PERFMAP)
+
+struct ep_config {
+	size_t sz;              /* sizeof(struct ep_config), for ABI growth */
+	enum ep_backend backend;
+	size_t pack_size;       /* 0: backend default, 2 MiB */
+	size_t limit;           /* bytes that may be handed out; 0: no limit */
+	unsigned flags;         /* EP_F_* */
+	ep_fill_fn fill;        /* NULL: the architecture's trap fill */
+	void *fill_ctx;
+	const char *path;       /* hugetlbfs mount or kmod device; NULL: default */
+};
+
+/* What ep_alloc() hands out. */
+struct ep_image {
+	void *exec;  /* where the code runs: compute addresses against this */
+	void *rw;    /* private staging buffer until ep_finalize(), then NULL use */
+	size_t size; /* usable bytes at exec and rw, >= the size asked for */
+};
+
+struct ep_stats {
+	size_t packs;        /* packs mapped, the cached empty one included */
+	size_t pack_bytes;   /* their total size */
+	size_t used_bytes;   /* 64-byte chunks in use in packs, in bytes */
+	size_t live_allocs;  /* live allocations, packed and large */
+	size_t large_allocs; /* allocations bigger than a pack (own mapping) */
+	size_t large_bytes;  /* their mapped size */
+};
+
+/* Pools.  cfg NULL: all defaults.  cfg->sz must be set. */
+EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out);
+EP_API void ep_pool_destroy(struct ep_pool *pool);
+
+/* Reserve size bytes of executable memory; see ep_alloc(3). */
+EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out);
+
+/*
+ * Copy len bytes to the executable address dst, which must lie with all
+ * its len bytes inside one live allocation.  Before ep_finalize() this
+ * writes the staging buffer; after it, it patches the live code.
+ */
+EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src,
+		    size_t len);
+
+/* Copy the staging buffer into place and make it executable. Once only. */
+EP_API int ep_finalize(struct ep_pool *pool, void *exec);
+
+/* Release an allocation (exact image.exec only); refills it with traps. */
+EP_API int ep_free(struct ep_pool *pool, void *exec);
+
+EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out);
+
+/* "memfd", "hugetlb" or "kmod"; NULL for a NULL pool. */
+EP_API const char *ep_pool_backend(const struct ep_pool *pool);
+
+/* Text for a negative errno returned by this library; never NULL. */
+EP_API const char *ep_strerror(int err);
+
+/* "0.1.0": the version of the library actually loaded. */
+EP_API const char *ep_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EXECPACK_H */

@@ -1,0 +1,354 @@
+/*
+ * backend-memfd.c - dual mapping of an anonymous memory file.
+ *
+ * Each region is a sealed memfd mapped twice, MAP_SHARED: once read+exec
+ * (what callers see) and once read+write at an unrelated address (the alias
+ * that never leaves the library).  No mapping is ever writable and
+ * executable at once, which also keeps this working under
+ * PR_SET_MDWE(PR_MDWE_REFUSE_EXEC_GAIN).  The hugetlb backend reuses all of
+ * this with a different memfd flavour (ep__memfd_* below).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "backend-memfd.h"
+#include "internal.h"
+
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
+#define F_SEAL_SEAL 0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#endif
+
+static int sys_memfd_create(const char *name, unsigned flags)
+{
+	return (int)syscall(SYS_memfd_create, name, flags);
+}
+
+static int read_sysctl_int(const char *path, int dflt)
+{
+	FILE *f = fopen(path, "re");
+	int v = dflt;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = dflt;
+		fclose(f);
+	}
+	return v;
+}
+
+/* memfd_create with MFD_EXEC where the kernel knows it (6.3+). */
+int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, size_t whylen)
+{
+	unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | kind->mfd_flags;
+	int fd;
+
+	if (kind->dir) {
+		char tmpl[4096];
+
+		if ((size_t)snprintf(tmpl, sizeof(tmpl), "%s/execpack-XXXXXX", kind->dir) >= sizeof(tmpl)) {
+			ep__why(why, whylen, "%s: path too long", kind->name);
+			return -ENAMETOOLONG;
+		}
+		fd = mkostemp(tmpl, O_CLOEXEC);
+		if (fd < 0) {
+			int e = errno;
+
+			ep__why(why, whylen, "%s: cannot create a file in %s: %s", kind->name, kind->dir,
+				strerror(e));
+			return -e;
+		}
+		unlink(tmpl);
+	} else {
+		fd = sys_memfd_create("execpack", flags | MFD_EXEC);
+		if (fd < 0 && errno == EINVAL)
+			fd = sys_memfd_create("execpack", flags); /* kernel before MFD_EXEC */
+		if (fd < 0) {
+			int e = errno;
+
+			if (e == EACCES)
+				ep__why(why, whylen, "%s: executable memfd refused (vm.memfd_noexec=%d)",
+					kind->name,
+					read_sysctl_int("/proc/sys/vm/memfd_noexec", -1));
+			else if (e == ENOSYS)
+				ep__why(why, whylen, "%s: memfd_create not supported by this kernel",
+					kind->name);
+			else
+				ep__why(why, whylen, "%s: memfd_create: %s", kind->name, strerror(e));
+			return -e;
+		}
+	}
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int e = errno;
+
+		ep__why(why, whylen, "%s: cannot size the file: %s", kind->name, strerror(e));
+		close(fd);
+		return -e;
+	}
+	/* a file that cannot shrink cannot SIGBUS its mappings */
+	if (!kind->dir)
+		(void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	return fd;
+}
+
+/* An address hint far from everything else, so the RW alias is not at a
+ * fixed distance from the exec view (mmap ignores a hint that is taken). */
+static void *alias_hint(size_t align)
+{
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+	(void)align;
+	return NULL; /* sanitizers own fixed parts of the address space */
+#else
+	uint64_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		return NULL;
+	/* user half of a 47-bit address space, above 4 GiB, below 64 TiB */
+	uintptr_t a = (uintptr_t)(r % ((1ull << 46) - (1ull << 32))) + (1ull << 32);
+
+	return (void *)(a & ~(uintptr_t)(align - 1));
+#endif
+}
+
+int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
+		     ep_fill_fn fill, void *fill_ctx, struct ep__region *out,
+		     char *why, size_t whylen)
+{
+	int mflags = MAP_SHARED | kind->map_flags;
+	void *rw = mmap(alias_hint(kind->align), size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+
+	if (rw == MAP_FAILED) {
+		int e = errno;
+
+		ep__why(why, whylen, "%s: cannot map the writable alias: %s", kind->name, strerror(e));
+		return -e;
+	}
+	/* fill before any executable view exists: never map unset memory exec */
+	if (fill)
+		fill(rw, size, fill_ctx);
+	void *exec = mmap(NULL, size, PROT_READ | PROT_EXEC, mflags, fd, 0);
+
+	if (exec == MAP_FAILED) {
+		int e = errno;
+
+		if (e == EPERM || e == EACCES)
+			ep__why(why, whylen, "%s: exec mapping refused (vm.memfd_noexec=%d, or a noexec "
+				"mount or security policy)", kind->name,
+				read_sysctl_int("/proc/sys/vm/memfd_noexec", -1));
+		else
+			ep__why(why, whylen, "%s: cannot map the exec view: %s", kind->name, strerror(e));
+		munmap(rw, size);
+		return -e;
+	}
+	(void)madvise(rw, size, MADV_DONTDUMP); /* the writable alias stays out of cores */
+	out->exec = exec;
+	out->rw = rw;
+	out->size = size;
+	out->handle = -1;
+	return 0;
+}
+
+int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fill,
+		  void *fill_ctx, struct ep__region *out)
+{
+	int fd = ep__memfd_open(kind, size, NULL, 0);
+
+	if (fd < 0)
+		return fd;
+	int rc = ep__memfd_map_fd(kind, fd, size, fill, fill_ctx, out, NULL, 0);
+
+	close(fd); /* the mappings keep the file alive */
+	return rc;
+}
+
+void ep__memfd_unmap(struct ep__region *r)
+{
+	munmap(r->exec, r->size);
+	munmap(r->rw, r->size);
+	r->exec = r->rw = NULL;
+}
+
+int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t len)
+{
+	if (off > r->size || len > r->size - off)
+		return -EINVAL;
+	ep__copy_code((unsigned char *)r->rw + off, src, len);
+	ep__sync_icache((unsigned char *)r->exec + off, len);
+	return 0;
+}
+
+int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill, void *ctx)
+{
+	if (off > r->size || len > r->size - off)
+		return -EINVAL;
+	fill((unsigned char *)r->rw + off, len, ctx);
+	ep__sync_icache((unsigned char *)r->exec + off, len);
+	return 0;
+}
+
+/*
+ * After fork(): copy the region into a new file and map it over both views
+ * at the same addresses (MAP_FIXED replaces a mapping atomically, and the
+ * bytes are the same, so code running from it does not notice).
+ */
+int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
+{
+	int fd = ep__memfd_open(kind, r->size, NULL, 0);
+
+	if (fd < 0)
+		return fd;
+
+	int mflags = MAP_SHARED | kind->map_flags;
+	void *tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+
+	if (tmp == MAP_FAILED) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	memcpy(tmp, r->rw, r->size);
+	munmap(tmp, r->size);
+
+	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, mflags | MAP_FIXED, fd, 0);
+
+	if (rw == MAP_FAILED) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	void *exec = mmap(r->exec, r->size, PROT_READ | PROT_EXEC, mflags | MAP_FIXED, fd, 0);
+	int e = errno;
+
+	close(fd);
+	if (exec == MAP_FAILED) {
+		/* The alias is private now but the exec view is not (sealed?):
+		 * refuse changes rather than write code the other process runs. */
+		return -(e ? e : EPERM);
+	}
+	(void)madvise(rw, r->size, MADV_DONTDUMP);
+	return 0;
+}
+
+/* ---- the plain memfd backend ------------------------------------------------ */
+
+struct ep__backend {
+	struct ep__memfd_kind kind;
+	size_t page;
+};
+
+static const struct ep__memfd_kind memfd_kind = { .name = "memfd", .align = 4096 };
+
+/* Probe once at open: a pool that cannot get executable memory should fail
+ * at ep_pool_create() with its reason, not at the first ep_alloc(). */
+static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
+		      size_t whylen)
+{
+	(void)cfg;
+	struct ep__backend *be = calloc(1, sizeof(*be));
+
+	if (!be)
+		return -ENOMEM;
+	be->kind = memfd_kind;
+	be->page = (size_t)sysconf(_SC_PAGESIZE);
+
+	int fd = ep__memfd_open(&be->kind, be->page, why, whylen);
+
+	if (fd < 0) {
+		free(be);
+		return fd;
+	}
+	struct ep__region r;
+	int rc = ep__memfd_map_fd(&be->kind, fd, be->page, NULL, NULL, &r, why, whylen);
+
+	close(fd);
+	if (rc) {
+		free(be);
+		return rc;
+	}
+	ep__memfd_unmap(&r);
+	*out = be;
+	return 0;
+}
+
+static void memfd_close(struct ep__backend *be)
+{
+	free(be);
+}
+
+static size_t memfd_page_size(const struct ep__backend *be)
+{
+	return be->page;
+}
+
+static size_t memfd_default_pack_size(const struct ep__backend *be)
+{
+	(void)be;
+	return EP__DEFAULT_PACK_SIZE;
+}
+
+static int memfd_map(struct ep__backend *be, size_t size, ep_fill_fn fill, void *ctx,
+		     struct ep__region *out)
+{
+	return ep__memfd_map(&be->kind, size, fill, ctx, out);
+}
+
+static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
+{
+	(void)be;
+	ep__memfd_unmap(r);
+}
+
+static int memfd_write(struct ep__backend *be, struct ep__region *r, size_t off,
+		       const void *src, size_t len)
+{
+	(void)be;
+	return ep__memfd_write(r, off, src, len);
+}
+
+static int memfd_fill(struct ep__backend *be, struct ep__region *r, size_t off, size_t len,
+		      ep_fill_fn fill, void *ctx)
+{
+	(void)be;
+	return ep__memfd_fill(r, off, len, fill, ctx);
+}
+
+static int memfd_privatize(struct ep__backend *be, struct ep__region *r)
+{
+	return ep__memfd_privatize(&be->kind, r);
+}
+
+const struct ep__backend_ops ep__backend_memfd = {
+	.name = "memfd",
+	.open = memfd_open,
+	.close = memfd_close,
+	.page_size = memfd_page_size,
+	.default_pack_size = memfd_default_pack_size,
+	.map = memfd_map,
+	.unmap = memfd_unmap,
+	.write = memfd_write,
+	.fill = memfd_fill,
+	.privatize = memfd_privatize,
+};

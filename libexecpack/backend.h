@@ -1,0 +1,74 @@
+/*
+ * backend.h - the small interface between the pool and a memory backend.
+ *
+ * A backend maps "regions": a pack, or the private mapping of one large
+ * allocation.  The pool never learns how a region is made executable or
+ * how bytes reach it; it only calls these ops.  Every region is filled
+ * with the pool's trap fill before it is ever executable.
+ */
+#ifndef EP_BACKEND_H
+#define EP_BACKEND_H
+
+#include <stddef.h>
+
+#include "execpack.h"
+
+struct ep__backend; /* a backend's per-pool state, owned by the backend */
+
+struct ep__region {
+	void *exec;   /* executable view (what callers see) */
+	void *rw;     /* writable alias inside the library, or NULL (kmod) */
+	size_t size;  /* mapped bytes, a multiple of the backend's page size */
+	int handle;   /* backend-specific (a pack id for kmod), else -1 */
+	unsigned gen; /* fork generation the mapping was last made private in */
+};
+
+struct ep__backend_ops {
+	const char *name; /* "memfd", "hugetlb", "kmod" */
+
+	/*
+	 * Set up per-pool state.  On failure returns -errno and writes a one-line
+	 * human reason ("memfd: exec mapping refused (vm.memfd_noexec=2)") into
+	 * why, which the pool reports for EP_BACKEND_AUTO and ep_pool_create().
+	 */
+	int (*open)(const struct ep_config *cfg, struct ep__backend **out,
+		    char *why, size_t whylen);
+	void (*close)(struct ep__backend *be);
+
+	/* Granularity of region sizes and the default pack size. */
+	size_t (*page_size)(const struct ep__backend *be);
+	size_t (*default_pack_size)(const struct ep__backend *be);
+
+	/*
+	 * Map a new region of size bytes (a multiple of page_size), filled
+	 * entirely by fill(ctx) before it is mapped executable.
+	 */
+	int (*map)(struct ep__backend *be, size_t size, ep_fill_fn fill,
+		   void *fill_ctx, struct ep__region *out);
+	void (*unmap)(struct ep__backend *be, struct ep__region *r);
+
+	/*
+	 * Copy len bytes to offset off of the region and make them coherent
+	 * for instruction fetch.  Must not be torn for an aligned store of up
+	 * to 8 bytes that does not cross an 8-byte boundary.
+	 */
+	int (*write)(struct ep__backend *be, struct ep__region *r, size_t off,
+		     const void *src, size_t len);
+
+	/* Refill [off, off+len) of the region with the trap fill. */
+	int (*fill)(struct ep__backend *be, struct ep__region *r, size_t off,
+		    size_t len, ep_fill_fn fill, void *fill_ctx);
+
+	/*
+	 * Optional (NULL: nothing to do).  After fork(), give this process a
+	 * private copy of a region that is still shared with the other process,
+	 * keeping both addresses.  Called before the first change to the region.
+	 */
+	int (*privatize)(struct ep__backend *be, struct ep__region *r);
+};
+
+extern const struct ep__backend_ops ep__backend_memfd;
+extern const struct ep__backend_ops ep__backend_hugetlb;
+extern const struct ep__backend_ops ep__backend_kmod;
+
+#endif /* EP_BACKEND_H */

@@ -1,0 +1,39 @@
+/*
+ * bitmap.h - the chunk bitmap of a pack: one bit per 64-byte chunk.
+ *
+ * Word-at-a-time operations on arrays of uint64_t.  Bit i lives in word
+ * i / 64 at position i % 64.  All functions take the bitmap length in bits
+ * and never touch bits at or beyond it.
+ */
+#ifndef EP_BITMAP_H
+#define EP_BITMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EP__BITMAP_WORDS(nbits) (((nbits) + 63) / 64)
+
+/*
+ * Lowest index >= start of a run of n clear bits, like the kernel's
+ * bitmap_find_next_zero_area() without alignment; nbits when none.
+ */
+size_t ep__bitmap_find_zero_area(const uint64_t *map, size_t nbits,
+				 size_t start, size_t n);
+
+/* Index of the first clear (set) bit at or after start; nbits when none. */
+size_t ep__bitmap_next_zero(const uint64_t *map, size_t nbits, size_t start);
+size_t ep__bitmap_next_set(const uint64_t *map, size_t nbits, size_t start);
+
+/* Index of the last set bit at or before pos; SIZE_MAX when none. */
+size_t ep__bitmap_prev_set(const uint64_t *map, size_t pos);
+
+void ep__bitmap_set(uint64_t *map, size_t pos, size_t n);
+void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n);
+
+static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
+{
+	return (map[pos / 64] >> (pos % 64)) & 1u;
+}
+
+#endif /* EP_BITMAP_H */

@@ -1,0 +1,37 @@
+/*
+ * internal.h - declarations shared by the library's own files.
+ * Internal names carry the ep__ prefix and are never exported.
+ */
+#ifndef EP_INTERNAL_H
+#define EP_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define EP__DEFAULT_PACK_SIZE ((size_t)2 << 20)
+#define EP__MAX_PACK_SIZE ((size_t)1 << 30)
+
+/* The architecture's trap fill, used when ep_config.fill is NULL. */
+void ep__fill_default(void *dst, size_t len, void *ctx);
+
+/* Make [addr, addr+len) coherent for instruction fetch after a store
+ * through another mapping (a no-op on x86, whose caches are coherent). */
+void ep__sync_icache(void *addr, size_t len);
+
+/*
+ * Store len bytes at dst.  A store of up to 8 bytes that does not cross an
+ * 8-byte boundary is done as one aligned access where possible, so that a
+ * concurrent reader sees the old or the new bytes, never a mix.
+ */
+void ep__copy_code(void *dst, const void *src, size_t len);
+
+/* snprintf into why (may be NULL) for a backend's failure reason. */
+void ep__why(char *why, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Generation counter bumped in both processes at fork(); see pool.c. */
+unsigned ep__fork_generation(void);
+
+#endif /* EP_INTERNAL_H */
