@@ -1,0 +1,146 @@
+/*
+ * check_bitmap.c - the chunk bitmap against a naive bit-array model on
+ * random operation sequences, plus the edge cases of word boundaries.
+ */
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitmap.h"
+
+#define MAXBITS 1000
+
+static uint64_t map[EP__BITMAP_WORDS(MAXBITS) + 1];
+static bool model[MAXBITS];
+
+static size_t model_find(size_t nbits, size_t start, size_t n)
+{
+	if (n == 0 || n > nbits)
+		return nbits;
+	for (size_t i = start; i + n <= nbits; i++) {
+		size_t j = 0;
+
+		while (j < n && !model[i + j])
+			j++;
+		if (j == n)
+			return i;
+	}
+	return nbits;
+}
+
+static unsigned rnd(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 8;
+}
+
+static void check_same(size_t nbits)
+{
+	for (size_t i = 0; i < nbits; i++)
+		ck_assert_msg(ep__bitmap_test(map, i) == model[i], "bit %zu differs", i);
+}
+
+START_TEST(test_random_vs_model)
+{
+	unsigned seed = 12345u + (unsigned)_i;
+	const size_t sizes[] = { 1, 63, 64, 65, 127, 128, 500, MAXBITS };
+
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t nbits = sizes[si];
+
+		memset(map, 0, sizeof(map));
+		memset(model, 0, sizeof(model));
+		for (int op = 0; op < 4000; op++) {
+			size_t start = rnd(&seed) % nbits;
+			size_t n = 1 + rnd(&seed) % (rnd(&seed) % 4 == 0 ? nbits : 70);
+			size_t got = ep__bitmap_find_zero_area(map, nbits, start, n);
+			size_t want = model_find(nbits, start, n);
+
+			ck_assert_uint_eq(got, want);
+			if (rnd(&seed) % 2 && got < nbits) {
+				ep__bitmap_set(map, got, n);
+				for (size_t k = 0; k < n; k++)
+					model[got + k] = true;
+			} else {
+				size_t len = 1 + rnd(&seed) % 90;
+
+				if (start + len > nbits)
+					len = nbits - start;
+				ep__bitmap_clear(map, start, len);
+				for (size_t k = 0; k < len; k++)
+					model[start + k] = false;
+			}
+			/* next_zero / next_set / prev_set against the model */
+			size_t nz = start;
+
+			while (nz < nbits && model[nz])
+				nz++;
+			ck_assert_uint_eq(ep__bitmap_next_zero(map, nbits, start), nz);
+			size_t ns = start;
+
+			while (ns < nbits && !model[ns])
+				ns++;
+			ck_assert_uint_eq(ep__bitmap_next_set(map, nbits, start), ns);
+			size_t ps = start + 1;
+
+			while (ps > 0 && !model[ps - 1])
+				ps--;
+			ck_assert_uint_eq(ep__bitmap_prev_set(map, start), ps ? ps - 1 : SIZE_MAX);
+		}
+		check_same(nbits);
+	}
+}
+END_TEST
+
+START_TEST(test_word_boundaries)
+{
+	memset(map, 0, sizeof(map));
+	ep__bitmap_set(map, 60, 10); /* crosses the first word boundary */
+	ck_assert(ep__bitmap_test(map, 59) == false);
+	for (size_t i = 60; i < 70; i++)
+		ck_assert(ep__bitmap_test(map, i));
+	ck_assert(ep__bitmap_test(map, 70) == false);
+	ck_assert_uint_eq(ep__bitmap_find_zero_area(map, 200, 0, 60), 0);
+	ck_assert_uint_eq(ep__bitmap_find_zero_area(map, 200, 0, 61), 70);
+	ck_assert_uint_eq(ep__bitmap_find_zero_area(map, 200, 55, 5), 55);
+	ck_assert_uint_eq(ep__bitmap_find_zero_area(map, 200, 56, 5), 70);
+	ck_assert_uint_eq(ep__bitmap_find_zero_area(map, 200, 0, 131), 200); /* 70..199 = 130 */
+	ck_assert_uint_eq(ep__bitmap_find_zero_area(map, 200, 0, 130), 70);
+	ck_assert_uint_eq(ep__bitmap_find_zero_area(map, 200, 0, 0), 200);
+	ck_assert_uint_eq(ep__bitmap_prev_set(map, 200), 69);
+	ck_assert_uint_eq(ep__bitmap_prev_set(map, 59), SIZE_MAX);
+	ep__bitmap_clear(map, 60, 10);
+	for (size_t i = 0; i < EP__BITMAP_WORDS(200); i++)
+		ck_assert_uint_eq(map[i], 0);
+	ep__bitmap_set(map, 0, 128); /* exactly two whole words */
+	ck_assert_uint_eq(map[0], UINT64_MAX);
+	ck_assert_uint_eq(map[1], UINT64_MAX);
+	ck_assert_uint_eq(map[2], 0);
+	ck_assert_uint_eq(ep__bitmap_next_zero(map, 128, 0), 128);
+	ck_assert_uint_eq(ep__bitmap_next_zero(map, 129, 0), 128);
+}
+END_TEST
+
+static Suite *bitmap_suite(void)
+{
+	Suite *s = suite_create("bitmap");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_loop_test(tc, test_random_vs_model, 0, 8);
+	tcase_add_test(tc, test_word_boundaries);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(bitmap_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

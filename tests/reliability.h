@@ -1,0 +1,171 @@
+/*
+ * reliability.h - helpers shared by the reliability tests (fork, threads,
+ * hostile environments): tiny x86-64 functions, child-process checks that
+ * do not depend on the Check framework, and run-size knobs.
+ */
+#ifndef EP_RELIABILITY_H
+#define EP_RELIABILITY_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "execpack.h"
+
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/valgrind.h>
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EP_TEST_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define EP_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(EP_TEST_ASAN)
+#define EP_TEST_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(EP_TEST_TSAN)
+#define EP_TEST_TSAN 1
+#endif
+
+/* `mov eax, imm32; ret` is this long. */
+#define RET_IMM_LEN 6
+
+typedef int (*rel_fn)(void);
+
+static inline void rel_emit_ret_imm(void *dst, uint32_t v)
+{
+	unsigned char *p = dst;
+
+	p[0] = 0xb8; /* mov eax, imm32 */
+	memcpy(p + 1, &v, 4);
+	p[5] = 0xc3; /* ret */
+}
+
+static inline int rel_call(void *exec)
+{
+	rel_fn f;
+
+	memcpy(&f, &exec, sizeof(f)); /* object to function pointer, no warning */
+	return f();
+}
+
+/* Smaller runs under Valgrind or with EP_TEST_QUICK=1. */
+static inline int rel_quick(void)
+{
+	const char *q = getenv("EP_TEST_QUICK");
+
+	return RUNNING_ON_VALGRIND || (q && *q && strcmp(q, "0") != 0);
+}
+
+/*
+ * Allocate, emit `mov eax, v; ret` into the staging buffer, finalize.
+ * Returns 0 or the failing call's negative errno.
+ */
+static inline int rel_jit(struct ep_pool *pool, size_t size, uint32_t v, void **exec)
+{
+	struct ep_image img;
+	int rc = ep_alloc(pool, size, &img);
+
+	if (rc)
+		return rc;
+	if (img.size < size || img.size < RET_IMM_LEN) {
+		ep_free(pool, img.exec);
+		return -ERANGE;
+	}
+	rel_emit_ret_imm(img.rw, v);
+	rc = ep_finalize(pool, img.exec);
+	if (rc) {
+		ep_free(pool, img.exec);
+		return rc;
+	}
+	*exec = img.exec;
+	return 0;
+}
+
+/* Patch the immediate of a live `mov eax, imm32; ret`. */
+static inline int rel_patch(struct ep_pool *pool, void *exec, uint32_t v)
+{
+	return ep_write(pool, (unsigned char *)exec + 1, &v, 4);
+}
+
+/*
+ * Checks inside forked children, where the Check framework must not be
+ * used: print where and why, then leave with a distinctive status.
+ */
+#define REL_CHILD_FAIL 99
+
+static inline void rel_child_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+
+static inline void rel_child_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s:%d: [pid %ld] ", file, line, (long)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	_exit(REL_CHILD_FAIL);
+}
+
+#define CHILD_CHECK(cond, ...)                                                  \
+	do {                                                                    \
+		if (!(cond))                                                    \
+			rel_child_fail(__FILE__, __LINE__, __VA_ARGS__);        \
+	} while (0)
+
+/* Write / read one byte on a pipe; the child side uses CHILD_CHECK. */
+static inline int rel_send(int fd, char c)
+{
+	ssize_t n;
+
+	do
+		n = write(fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -1;
+}
+
+static inline int rel_recv(int fd, char *c)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -1;
+}
+
+/* Wait for pid; returns its exit status, 128+signal, or -1. */
+static inline int rel_wait(pid_t pid)
+{
+	int st;
+	pid_t r;
+
+	do
+		r = waitpid(pid, &st, 0);
+	while (r < 0 && errno == EINTR);
+	if (r != pid)
+		return -1;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return -1;
+}
+
+#endif /* EP_RELIABILITY_H */

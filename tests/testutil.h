@@ -1,0 +1,104 @@
+/*
+ * testutil.h - small helpers shared by the test suites: real x86-64 code to
+ * JIT and a W^X scanner for /proc/self/maps.
+ */
+#ifndef EP_TESTUTIL_H
+#define EP_TESTUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "execpack.h"
+
+typedef int (*tu_fn)(void);
+
+/* mov eax, imm32; ret  (6 bytes) */
+static inline size_t tu_emit_ret_imm(unsigned char *p, uint32_t imm)
+{
+	p[0] = 0xb8;
+	memcpy(p + 1, &imm, 4);
+	p[5] = 0xc3;
+	return 6;
+}
+
+/* nop padding then mov eax, imm32; ret: a function of exactly len >= 6 bytes */
+static inline void tu_emit_sized(unsigned char *p, size_t len, uint32_t imm)
+{
+	memset(p, 0x90, len - 6);
+	tu_emit_ret_imm(p + len - 6, imm);
+}
+
+static inline tu_fn tu_as_fn(void *exec)
+{
+	tu_fn f;
+
+	memcpy(&f, &exec, sizeof(f)); /* object to function pointer, portably */
+	return f;
+}
+
+/* JIT a function returning imm; returns its exec address or NULL. */
+static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, int *rc_out)
+{
+	struct ep_image img;
+	int rc = ep_alloc(pool, size, &img);
+
+	if (rc == 0) {
+		tu_emit_sized(img.rw, size < 6 ? 6 : size, imm);
+		rc = ep_finalize(pool, img.exec);
+	}
+	if (rc_out)
+		*rc_out = rc;
+	return rc == 0 ? img.exec : NULL;
+}
+
+/* Number of mappings in /proc/self/maps that are both writable and
+ * executable (must always be 0), or -1 if maps cannot be read. */
+static inline int tu_count_wx_mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8] = "";
+
+		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[1] == 'w' && perms[2] == 'x')
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* The permission string ("r-xs") of the mapping holding addr, or "" */
+static inline void tu_mapping_perms(const void *addr, char perms[8], char *name, size_t namelen)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[1024];
+
+	perms[0] = 0;
+	if (name && namelen)
+		name[0] = 0;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char p[8];
+		int off = 0;
+
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, p, &off) >= 3 &&
+		    (uintptr_t)addr >= lo && (uintptr_t)addr < hi) {
+			memcpy(perms, p, 8);
+			if (name && namelen && off > 0) {
+				snprintf(name, namelen, "%s", line + off);
+				name[strcspn(name, "\n")] = 0;
+			}
+			break;
+		}
+	}
+	fclose(f);
+}
+
+#endif /* EP_TESTUTIL_H */
