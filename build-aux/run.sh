@@ -1,0 +1,162 @@
+#!/bin/sh
+# Sets up a bare Debian machine for libexecpack and runs the demo or the
+# whole test suite.  Used by the README's quick start and by CI.
+#
+#   build-aux/run.sh demo   install what is missing, build, run the demo
+#   build-aux/run.sh test   install what is missing, build, run every test
+#                           stage; ends with "N passed, N failed"
+#
+# Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
+# default all: check valgrind kmod sanitizers fuzz debian distcheck).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-test}
+build=${BUILD_DIR:-$top/_build}
+results=$build/results
+jobs=$(nproc 2>/dev/null || echo 2)
+
+say() { printf '\n=== %s\n' "$*"; }
+
+case $mode in
+demo) sh "$top/build-aux/install-deps.sh" base || exit 1 ;;
+test) sh "$top/build-aux/install-deps.sh" all || exit 1 ;;
+*) echo "usage: $0 demo|test" >&2; exit 2 ;;
+esac
+
+say "configure and build"
+(cd "$top" && ./bootstrap) || exit 1
+mkdir -p "$build/main"
+if [ ! -f "$build/main/Makefile" ]; then
+	(cd "$build/main" && "$top/configure" --enable-werror) || exit 1
+fi
+make -C "$build/main" -j"$jobs" || exit 1
+
+if [ "$mode" = demo ]; then
+	say "demo"
+	if [ -x "$build/main/examples/ebpf/ebpf-demo" ]; then
+		exec "$build/main/examples/ebpf/ebpf-demo"
+	fi
+	exec "$build/main/examples/pack-demo"
+fi
+
+rm -rf "$results"
+mkdir -p "$results"
+status=0
+
+# Keep a stage's automake logs: later stages reuse the same file names.
+keep_logs() {
+	mkdir -p "$results/$1"
+	(cd "$2" && find . -name '*.trs' | while read -r t; do
+		d=$results/$1/$(dirname "$t")
+		mkdir -p "$d"
+		cp "$t" "$d/"
+		[ -f "${t%.trs}.log" ] && cp "${t%.trs}.log" "$d/"
+	done)
+	return 0
+}
+
+# A stage that failed without leaving test logs still counts as a failure.
+record() { # name passed failed [skipped]
+	mkdir -p "$results/$1"
+	echo "$2 passed, $3 failed, ${4:-0} skipped" > "$results/$1/stage.results"
+}
+
+want() { case " ${STAGES:-check valgrind kmod sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# Huge pages for the hugetlb tests; the old value is put back at exit.
+old_hp=""
+if [ -w /proc/sys/vm/nr_hugepages ]; then
+	old_hp=$(cat /proc/sys/vm/nr_hugepages)
+	want_hp=$((old_hp < 16 ? 16 : old_hp))
+	echo "$want_hp" > /proc/sys/vm/nr_hugepages 2>/dev/null || true
+	trap 'echo "$old_hp" > /proc/sys/vm/nr_hugepages' EXIT INT TERM
+	echo "vm.nr_hugepages: $old_hp -> $(cat /proc/sys/vm/nr_hugepages) for the tests"
+fi
+
+if want check; then
+	say "make check"
+	make -C "$build/main" -j"$jobs" check || status=1
+	keep_logs check "$build/main"
+fi
+
+if want valgrind; then
+	say "make check-valgrind"
+	if make -C "$build/main" check-valgrind; then :; else status=1; fi
+	keep_logs valgrind "$build/main"
+fi
+
+if want kmod; then
+	say "make check-kmod (kernel module in a real kernel under qemu)"
+	make -C "$build/main" check-kmod
+	rc=$?
+	log=$build/main/tests/kmod/check-kmod.log
+	line=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$log" 2>/dev/null | tail -1)
+	if [ "$rc" -eq 0 ] && [ -n "$line" ]; then
+		n=$(echo "$line" | sed 's/.*Checks: \([0-9]*\).*/\1/')
+		f=$(echo "$line" | sed 's/.*Failures: \([0-9]*\).*/\1/')
+		e=$(echo "$line" | sed 's/.*Errors: \([0-9]*\).*/\1/')
+		record kmod $((n - f - e)) $((f + e))
+	elif grep -q '^SKIP' "$log" 2>/dev/null || [ "$rc" -eq 77 ]; then
+		grep '^SKIP' "$log" 2>/dev/null | head -1
+		record kmod 0 0 1
+	else
+		record kmod 0 1
+		status=1
+	fi
+fi
+
+if want sanitizers && [ -x "$top/build-aux/sanitizers.sh" ]; then
+	say "sanitizers (TSan, ASan, UBSan)"
+	SAN_BUILD_DIR=$build/san "$top/build-aux/sanitizers.sh" || status=1
+	for d in "$build"/san/*/; do
+		[ -d "$d" ] && keep_logs "san-$(basename "$d")" "$d"
+	done
+fi
+
+if want fuzz && [ -x "$top/tests/fuzz-smoke.sh" ]; then
+	say "fuzz smoke run"
+	if BUILD_DIR=$build/main sh "$top/tests/fuzz-smoke.sh" > "$results/fuzz.out" 2>&1; then
+		record fuzz 1 0
+	elif [ $? -eq 77 ]; then
+		record fuzz 0 0 1
+	else
+		record fuzz 0 1
+		status=1
+	fi
+	tail -20 "$results/fuzz.out"
+fi
+
+if want debian && [ -f "$top/tests/check-debian.sh" ]; then
+	say "Debian packages"
+	sh "$top/tests/check-debian.sh" > "$results/debian.out" 2>&1
+	rc=$?
+	tail -30 "$results/debian.out"
+	mkdir -p "$results/debian"
+	if grep -qE '^[0-9]+ passed, [0-9]+ failed' "$results/debian.out"; then
+		grep -E '^[0-9]+ passed, [0-9]+ failed' "$results/debian.out" | tail -1 > "$results/debian/stage.results"
+	elif [ "$rc" -eq 77 ]; then
+		record debian 0 0 1
+	else
+		record debian 0 1
+	fi
+	[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || status=1
+fi
+
+if want distcheck; then
+	say "make distcheck"
+	if make -C "$build/main" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror > "$results/distcheck.out" 2>&1; then
+		record distcheck 1 0
+		grep -E 'archives ready|\.tar\.gz' "$results/distcheck.out" | tail -3
+	else
+		tail -40 "$results/distcheck.out"
+		record distcheck 0 1
+		status=1
+	fi
+fi
+
+say "totals"
+for d in "$results"/*/; do
+	printf '%-16s %s\n' "$(basename "$d")" "$(sh "$top/build-aux/summarize-tests.sh" "$d" | tail -1)"
+done
+sh "$top/build-aux/summarize-tests.sh" "$results"
+exit $status
