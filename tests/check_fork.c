@@ -1,0 +1,567 @@
+/*
+ * check_fork.c - fork() safety.
+ *
+ * After fork(), neither process may change code the other runs, each keeps
+ * running the code it had, and each can go on allocating, writing (ep_write
+ * on live code included) and freeing, in packs and large allocations alike.
+ * Processes synchronise with pipes; all code is real `mov eax, imm32; ret`.
+ */
+#include <check.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "reliability.h"
+
+#define PIPE_R 0
+#define PIPE_W 1
+
+/* Larger than any backend's default pack: its own mapping. */
+#define LARGE_SIZE ((size_t)4 << 20)
+
+static const size_t sizes[] = { 64, 200, LARGE_SIZE };
+#define NSIZES (int)(sizeof(sizes) / sizeof(sizes[0]))
+
+static struct ep_pool *new_pool(void)
+{
+	struct ep_pool *pool = NULL;
+	int rc = ep_pool_create(NULL, &pool);
+
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	return pool;
+}
+
+static void *jit(struct ep_pool *pool, size_t size, uint32_t v)
+{
+	void *f = NULL;
+	int rc = rel_jit(pool, size, v, &f);
+
+	ck_assert_msg(rc == 0, "jit(%zu, %#x): %s", size, v, ep_strerror(rc));
+	ck_assert_uint_eq((uint32_t)rel_call(f), v);
+	return f;
+}
+
+static void *child_jit(struct ep_pool *pool, size_t size, uint32_t v)
+{
+	void *f = NULL;
+	int rc = rel_jit(pool, size, v, &f);
+
+	CHILD_CHECK(rc == 0, "jit(%zu, %#x): %s", size, v, ep_strerror(rc));
+	CHILD_CHECK((uint32_t)rel_call(f) == v, "new function returned %#x, not %#x",
+		    (uint32_t)rel_call(f), v);
+	return f;
+}
+
+#define CHILD_EXPECT_CALL(f, v)                                                      \
+	do {                                                                         \
+		uint32_t got_ = (uint32_t)rel_call(f);                               \
+		CHILD_CHECK(got_ == (uint32_t)(v), "%s returned %#x, expected %#x", #f, \
+			    got_, (uint32_t)(v));                                    \
+	} while (0)
+
+#define CHILD_OK(expr)                                                        \
+	do {                                                                  \
+		int rc_ = (expr);                                             \
+		CHILD_CHECK(rc_ == 0, "%s: %d (%s)", #expr, rc_, ep_strerror(rc_)); \
+	} while (0)
+
+static void child_recv(int fd, char want)
+{
+	char c = 0;
+
+	CHILD_CHECK(rel_recv(fd, &c) == 0, "pipe closed while waiting for '%c'", want);
+	CHILD_CHECK(c == want, "got '%c' on the pipe, expected '%c'", c, want);
+}
+
+static void parent_recv(int fd, char want)
+{
+	char c = 0;
+
+	ck_assert_msg(rel_recv(fd, &c) == 0, "pipe closed while waiting for '%c'", want);
+	ck_assert_msg(c == want, "got '%c' on the pipe, expected '%c'", c, want);
+}
+
+static void expect_call(void *f, uint32_t v)
+{
+	ck_assert_uint_eq((uint32_t)rel_call(f), v);
+}
+
+static void expect_child_ok(pid_t pid)
+{
+	int st = rel_wait(pid);
+
+	ck_assert_msg(st == 0, "child %ld ended with status %d%s", (long)pid, st,
+		      st > 128 ? " (killed by a signal: ran a trap or bad code?)" : "");
+}
+
+/* Allocate, check and free a batch of functions of mixed sizes, in the
+ * calling process; enough of them to need a new pack. */
+static void churn(struct ep_pool *pool, uint32_t tag, bool in_child)
+{
+	enum { N = 48 };
+	void *f[N];
+
+	for (int i = 0; i < N; i++) {
+		size_t sz = (i % 3 == 0) ? 64 * 1024 : (size_t)(64 + i * 40);
+
+		if (in_child)
+			f[i] = child_jit(pool, sz, tag + (uint32_t)i);
+		else
+			f[i] = jit(pool, sz, tag + (uint32_t)i);
+	}
+	for (int i = 0; i < N; i++) {
+		uint32_t got = (uint32_t)rel_call(f[i]);
+		int rc = ep_free(pool, f[i]);
+
+		if (in_child) {
+			CHILD_CHECK(got == tag + (uint32_t)i, "churn %d: %#x", i, got);
+			CHILD_CHECK(rc == 0, "churn free %d: %s", i, ep_strerror(rc));
+		} else {
+			ck_assert_uint_eq(got, tag + (uint32_t)i);
+			ck_assert_int_eq(rc, 0);
+		}
+	}
+}
+
+static void make_pipes(int a[2], int b[2])
+{
+	ck_assert_int_eq(pipe(a), 0);
+	ck_assert_int_eq(pipe(b), 0);
+}
+
+/*
+ * The child frees a function and JITs a new one into the same slot, then
+ * patches it live, while the parent keeps calling its own copy.
+ */
+START_TEST(test_child_rejits_slot)
+{
+	size_t size = sizes[_i];
+	struct ep_pool *pool = new_pool();
+	void *f = jit(pool, size, 0x1111);
+	void *g = jit(pool, 64, 0x1212); /* a neighbour in the same pack */
+	int p2c[2], c2p[2];
+
+	make_pipes(p2c, c2p);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p2c[PIPE_W]);
+		close(c2p[PIPE_R]);
+		CHILD_EXPECT_CALL(f, 0x1111);
+		CHILD_OK(ep_free(pool, f));
+		void *f2 = child_jit(pool, size, 0x2222);
+
+		if (size <= 64 * 1024)
+			CHILD_CHECK(f2 == f, "first fit should reuse the slot %p, got %p", f, f2);
+		CHILD_EXPECT_CALL(g, 0x1212);
+		CHILD_OK(rel_patch(pool, f2, 0x2323));
+		CHILD_EXPECT_CALL(f2, 0x2323);
+		churn(pool, 0x2400, true);
+		CHILD_CHECK(rel_send(c2p[PIPE_W], 'm') == 0, "send");
+		child_recv(p2c[PIPE_R], 'p');
+		/* the parent patched and freed its own copies meanwhile */
+		CHILD_EXPECT_CALL(f2, 0x2323);
+		CHILD_EXPECT_CALL(g, 0x1212);
+		CHILD_OK(ep_free(pool, f2));
+		CHILD_OK(ep_free(pool, g));
+		struct ep_stats st;
+
+		CHILD_OK(ep_pool_stats(pool, &st));
+		CHILD_CHECK(st.live_allocs == 0 && st.used_bytes == 0 && st.large_allocs == 0,
+			    "stats after freeing all: live %zu used %zu large %zu",
+			    st.live_allocs, st.used_bytes, st.large_allocs);
+		ep_pool_destroy(pool);
+		_exit(0);
+	}
+	close(p2c[PIPE_R]);
+	close(c2p[PIPE_W]);
+
+	/* keep running the old code while the child rewrites "the same" slot */
+	struct pollfd pfd = { .fd = c2p[PIPE_R], .events = POLLIN };
+	unsigned long calls = 0;
+
+	for (;;) {
+		for (int i = 0; i < 1000; i++, calls++) {
+			ck_assert_uint_eq((uint32_t)rel_call(f), 0x1111);
+			ck_assert_uint_eq((uint32_t)rel_call(g), 0x1212);
+		}
+		int n = poll(&pfd, 1, 0);
+
+		ck_assert_int_ge(n, 0);
+		if (n > 0)
+			break;
+	}
+	parent_recv(c2p[PIPE_R], 'm');
+	ck_assert_uint_gt(calls, 0);
+	expect_call(f, 0x1111);
+	expect_call(g, 0x1212);
+	/* and now the parent changes its side; the child checks its own */
+	ck_assert_int_eq(rel_patch(pool, f, 0x3333), 0);
+	expect_call(f, 0x3333);
+	ck_assert_int_eq(ep_free(pool, g), 0);
+	void *h = jit(pool, 64, 0x3434);
+
+	churn(pool, 0x3500, false);
+	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'p'), 0);
+	expect_child_ok(pid);
+	expect_call(f, 0x3333);
+	expect_call(h, 0x3434);
+	ck_assert_int_eq(ep_free(pool, f), 0);
+	ck_assert_int_eq(ep_free(pool, h), 0);
+	close(p2c[PIPE_W]);
+	close(c2p[PIPE_R]);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+/*
+ * The parent changes code after fork (live patch, free + re-JIT, finalize of
+ * a staged image) while the child checks that it still has the old code,
+ * then the child changes its own and the parent checks.
+ */
+START_TEST(test_parent_modifies)
+{
+	size_t size = sizes[_i];
+	struct ep_pool *pool = new_pool();
+	void *f = jit(pool, size, 0xa1);
+	void *n = jit(pool, 64, 0xa2);
+	struct ep_image staged;
+	unsigned char code[RET_IMM_LEN];
+
+	ck_assert_int_eq(ep_alloc(pool, size, &staged), 0);
+	rel_emit_ret_imm(code, 0xa3);
+	ck_assert_int_eq(ep_write(pool, staged.exec, code, sizeof(code)), 0);
+
+	int p2c[2], c2p[2];
+
+	make_pipes(p2c, c2p);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p2c[PIPE_W]);
+		close(c2p[PIPE_R]);
+		child_recv(p2c[PIPE_R], 'p');
+		CHILD_EXPECT_CALL(f, 0xa1);
+		CHILD_EXPECT_CALL(n, 0xa2);
+		/* the staging buffer is private memory: the child finalizes what
+		 * was staged before the fork, not what the parent wrote since */
+		CHILD_OK(ep_finalize(pool, staged.exec));
+		CHILD_EXPECT_CALL(staged.exec, 0xa3);
+		CHILD_OK(rel_patch(pool, f, 0xc1));
+		CHILD_EXPECT_CALL(f, 0xc1);
+		CHILD_OK(ep_free(pool, n));
+		void *m = child_jit(pool, 64, 0xc2);
+
+		churn(pool, 0xc100, true);
+		CHILD_EXPECT_CALL(m, 0xc2);
+		CHILD_CHECK(rel_send(c2p[PIPE_W], 'c') == 0, "send");
+		child_recv(p2c[PIPE_R], 'q');
+		CHILD_EXPECT_CALL(f, 0xc1);
+		CHILD_EXPECT_CALL(m, 0xc2);
+		CHILD_EXPECT_CALL(staged.exec, 0xa3);
+		_exit(0);
+	}
+	close(p2c[PIPE_R]);
+	close(c2p[PIPE_W]);
+
+	ck_assert_int_eq(rel_patch(pool, f, 0xb1), 0);
+	expect_call(f, 0xb1);
+	ck_assert_int_eq(ep_free(pool, n), 0);
+	void *n2 = jit(pool, 64, 0xb2);
+
+	rel_emit_ret_imm(code, 0xb3);
+	ck_assert_int_eq(ep_write(pool, staged.exec, code, sizeof(code)), 0);
+	ck_assert_int_eq(ep_finalize(pool, staged.exec), 0);
+	expect_call(staged.exec, 0xb3);
+	churn(pool, 0xb100, false);
+	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'p'), 0);
+	parent_recv(c2p[PIPE_R], 'c');
+	/* the child's changes did not reach us */
+	expect_call(f, 0xb1);
+	expect_call(n2, 0xb2);
+	expect_call(staged.exec, 0xb3);
+	ck_assert_int_eq(rel_patch(pool, f, 0xb4), 0);
+	expect_call(f, 0xb4);
+	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'q'), 0);
+	expect_child_ok(pid);
+	expect_call(f, 0xb4);
+	ck_assert_int_eq(ep_free(pool, f), 0);
+	ck_assert_int_eq(ep_free(pool, n2), 0);
+	ck_assert_int_eq(ep_free(pool, staged.exec), 0);
+	close(p2c[PIPE_W]);
+	close(c2p[PIPE_R]);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+/*
+ * Three generations share the mapping; the grandchild changes it first
+ * (the child has not touched it since the fork), then the child changes
+ * its own, and the parent last.  Each must keep its own code.
+ */
+START_TEST(test_grandchild)
+{
+	size_t size = sizes[_i];
+	struct ep_pool *pool = new_pool();
+	void *f = jit(pool, size, 0x01);
+	int p2c[2], c2p[2];
+
+	make_pipes(p2c, c2p);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p2c[PIPE_W]);
+		close(c2p[PIPE_R]);
+		int c2g[2], g2c[2];
+
+		CHILD_CHECK(pipe(c2g) == 0 && pipe(g2c) == 0, "pipe");
+		pid_t gpid = fork();
+
+		CHILD_CHECK(gpid >= 0, "fork");
+		if (gpid == 0) {
+			close(c2g[PIPE_W]);
+			close(g2c[PIPE_R]);
+			CHILD_EXPECT_CALL(f, 0x01);
+			CHILD_OK(rel_patch(pool, f, 0x03));
+			CHILD_EXPECT_CALL(f, 0x03);
+			void *x = child_jit(pool, size, 0x33);
+
+			churn(pool, 0x3300, true);
+			CHILD_CHECK(rel_send(g2c[PIPE_W], 'g') == 0, "send");
+			child_recv(c2g[PIPE_R], 'c');
+			CHILD_EXPECT_CALL(f, 0x03);
+			CHILD_EXPECT_CALL(x, 0x33);
+			CHILD_OK(ep_free(pool, x));
+			CHILD_OK(ep_free(pool, f));
+			_exit(0);
+		}
+		close(c2g[PIPE_R]);
+		close(g2c[PIPE_W]);
+		child_recv(g2c[PIPE_R], 'g');
+		CHILD_EXPECT_CALL(f, 0x01); /* the grandchild's write stayed its own */
+		CHILD_OK(rel_patch(pool, f, 0x02));
+		CHILD_EXPECT_CALL(f, 0x02);
+		void *y = child_jit(pool, size, 0x22);
+
+		CHILD_CHECK(rel_send(c2g[PIPE_W], 'c') == 0, "send");
+		int st = rel_wait(gpid);
+
+		CHILD_CHECK(st == 0, "grandchild ended with status %d", st);
+		CHILD_EXPECT_CALL(f, 0x02);
+		CHILD_CHECK(rel_send(c2p[PIPE_W], 'c') == 0, "send");
+		child_recv(p2c[PIPE_R], 'p');
+		CHILD_EXPECT_CALL(f, 0x02);
+		CHILD_EXPECT_CALL(y, 0x22);
+		CHILD_OK(ep_free(pool, y));
+		_exit(0);
+	}
+	close(p2c[PIPE_R]);
+	close(c2p[PIPE_W]);
+	parent_recv(c2p[PIPE_R], 'c');
+	expect_call(f, 0x01);
+	ck_assert_int_eq(rel_patch(pool, f, 0x04), 0);
+	expect_call(f, 0x04);
+	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'p'), 0);
+	expect_child_ok(pid);
+	expect_call(f, 0x04);
+	ck_assert_int_eq(ep_free(pool, f), 0);
+	close(p2c[PIPE_W]);
+	close(c2p[PIPE_R]);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+/* ---- a multi-threaded parent forking while another thread writes ---------- */
+
+#define WRITER_TAG 0x40000000u
+#define CHILD_TAG 0x0c000000u
+
+struct writer {
+	struct ep_pool *pool;
+	void *f;     /* patched continuously */
+	void *big;   /* a large allocation, patched too */
+	int stop;    /* atomic */
+	int failed;  /* atomic: 0 or the line that failed */
+	uint32_t got, want;
+	unsigned long writes;
+};
+
+#define WFAIL(w, g, v)                                                  \
+	do {                                                            \
+		(w)->got = (g);                                         \
+		(w)->want = (v);                                        \
+		__atomic_store_n(&(w)->failed, __LINE__, __ATOMIC_SEQ_CST); \
+		return NULL;                                            \
+	} while (0)
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+
+	for (uint32_t i = 1; !__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE); i++) {
+		uint32_t v = WRITER_TAG | (i & 0xffffff);
+
+		if (rel_patch(w->pool, w->f, v) != 0)
+			WFAIL(w, 0, v);
+		uint32_t got = (uint32_t)rel_call(w->f);
+
+		if (got != v)
+			WFAIL(w, got, v);
+		if (i % 8 == 0) {
+			if (rel_patch(w->pool, w->big, v) != 0)
+				WFAIL(w, 0, v);
+			got = (uint32_t)rel_call(w->big);
+			if (got != v)
+				WFAIL(w, got, v);
+		}
+		if (i % 16 == 0) {
+			void *t = NULL;
+
+			if (rel_jit(w->pool, 64 + (i % 7) * 64, v, &t) != 0)
+				WFAIL(w, 0, v);
+			got = (uint32_t)rel_call(t);
+			if (got != v)
+				WFAIL(w, got, v);
+			if (ep_free(w->pool, t) != 0)
+				WFAIL(w, 1, v);
+		}
+		w->writes = i;
+	}
+	return NULL;
+}
+
+START_TEST(test_threaded_fork)
+{
+	struct ep_pool *pool = new_pool();
+	struct writer w = { .pool = pool };
+	int forks = rel_quick() ? 6 : 40;
+
+	w.f = jit(pool, 64, WRITER_TAG);
+	w.big = jit(pool, LARGE_SIZE, WRITER_TAG);
+
+	pthread_t th;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, writer_main, &w), 0);
+	for (int k = 0; k < forks && !__atomic_load_n(&w.failed, __ATOMIC_SEQ_CST); k++) {
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			/* only this thread exists here; the pool must be usable */
+			uint32_t v = (uint32_t)rel_call(w.f);
+
+			CHILD_CHECK((v & 0xff000000u) == WRITER_TAG, "child saw %#x", v);
+			v = (uint32_t)rel_call(w.big);
+			CHILD_CHECK((v & 0xff000000u) == WRITER_TAG, "child saw %#x (large)", v);
+			uint32_t mine = CHILD_TAG | (uint32_t)k;
+
+			CHILD_OK(rel_patch(pool, w.f, mine));
+			CHILD_EXPECT_CALL(w.f, mine);
+			CHILD_OK(rel_patch(pool, w.big, mine + 1));
+			CHILD_EXPECT_CALL(w.big, mine + 1);
+			void *t = child_jit(pool, 128, mine + 2);
+
+			CHILD_OK(ep_free(pool, t));
+			struct ep_stats st;
+
+			CHILD_OK(ep_pool_stats(pool, &st));
+			CHILD_CHECK(st.live_allocs >= 2 && st.large_allocs >= 1,
+				    "stats in the child: %zu live, %zu large", st.live_allocs,
+				    st.large_allocs);
+			_exit(0);
+		}
+		expect_child_ok(pid);
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(w.failed == 0, "writer failed at line %d: got %#x, wrote %#x", w.failed,
+		      w.got, w.want);
+	ck_assert_uint_gt(w.writes, 0);
+	/* nothing a child wrote is visible here */
+	ck_assert_uint_eq((uint32_t)rel_call(w.f) & 0xff000000u, WRITER_TAG);
+	ck_assert_uint_eq((uint32_t)rel_call(w.big) & 0xff000000u, WRITER_TAG);
+	ck_assert_int_eq(ep_free(pool, w.f), 0);
+	ck_assert_int_eq(ep_free(pool, w.big), 0);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+/* A child that exits (or execs) without touching the pool leaves the
+ * parent's code intact, and the parent can change it right away. */
+START_TEST(test_child_exits_untouched)
+{
+	struct ep_pool *pool = new_pool();
+	void *f = jit(pool, 64, 0x51);
+	void *l = jit(pool, LARGE_SIZE, 0x52);
+
+	for (int k = 0; k < 3; k++) {
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			if (k == 2) {
+				ep_pool_destroy(pool); /* unmaps its view only */
+				_exit(0);
+			}
+			_exit((uint32_t)rel_call(f) == 0x51 && (uint32_t)rel_call(l) == 0x52 ? 0 : 1);
+		}
+		expect_child_ok(pid);
+		expect_call(f, 0x51);
+		expect_call(l, 0x52);
+	}
+	ck_assert_int_eq(rel_patch(pool, f, 0x61), 0);
+	ck_assert_int_eq(rel_patch(pool, l, 0x62), 0);
+	expect_call(f, 0x61);
+	expect_call(l, 0x62);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+static Suite *fork_suite(void)
+{
+	Suite *s = suite_create("fork");
+	TCase *tc = tcase_create("fork");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_child_rejits_slot, 0, NSIZES);
+	tcase_add_loop_test(tc, test_parent_modifies, 0, NSIZES);
+	tcase_add_loop_test(tc, test_grandchild, 0, NSIZES);
+	tcase_add_test(tc, test_child_exits_untouched);
+	suite_add_tcase(s, tc);
+
+	TCase *tt = tcase_create("threads");
+
+	tcase_set_timeout(tt, 60);
+	tcase_add_test(tt, test_threaded_fork);
+	suite_add_tcase(s, tt);
+	return s;
+}
+
+int main(void)
+{
+	struct ep_pool *probe = NULL;
+	int rc = ep_pool_create(NULL, &probe);
+
+	if (rc) {
+		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
+		return 77;
+	}
+	printf("backend: %s\n", ep_pool_backend(probe));
+	ep_pool_destroy(probe);
+
+	SRunner *sr = srunner_create(fork_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
