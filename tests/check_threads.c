@@ -1,0 +1,389 @@
+/*
+ * check_threads.c - eight threads hammer one pool.
+ *
+ * Each worker allocates (mostly pack-sized, sometimes large), writes code
+ * that returns a value unique to (thread, iteration), finalizes, calls it,
+ * patches some live, calls older ones again, frees, and reads the stats;
+ * every result is checked.  A ninth thread scans /proc/self/maps for any
+ * writable+executable mapping the whole time.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "reliability.h"
+
+#define NTHREADS 8
+#define WINDOW 24          /* live functions per thread */
+#define LARGE_SIZE ((size_t)4 << 20)
+
+struct live {
+	void *exec;
+	size_t size;
+	uint32_t value;
+	bool large;
+};
+
+struct worker {
+	struct ep_pool *pool;
+	int id;
+	int iters;
+	pthread_t th;
+	/* results, read after join */
+	int failed_line;
+	char msg[200];
+	unsigned long calls, allocs, large_allocs, patches;
+};
+
+static int g_stop;         /* atomic: the scanner stops when set */
+static int g_scan_failed;  /* atomic */
+static char g_scan_msg[512];
+static unsigned long g_scans;
+
+#define WCHECK(w, cond, ...)                                                \
+	do {                                                                \
+		if (!(cond)) {                                              \
+			(w)->failed_line = __LINE__;                        \
+			snprintf((w)->msg, sizeof((w)->msg), __VA_ARGS__);  \
+			return;                                             \
+		}                                                           \
+	} while (0)
+
+static uint32_t value_of(int id, int iter, int gen)
+{
+	/* thread in the top nibble, then a generation, then the iteration */
+	return ((uint32_t)(id + 1) << 28) | ((uint32_t)(gen & 0xf) << 24) |
+	       ((uint32_t)iter & 0xffffff);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void worker_run(struct worker *w)
+{
+	struct live win[WINDOW];
+	int n = 0;
+	uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w->id + 1);
+
+	memset(win, 0, sizeof(win));
+	for (int it = 0; it < w->iters; it++) {
+		uint64_t r = rnd(&seed);
+		bool large = (r % 127) == 0;
+		size_t size = large ? LARGE_SIZE + (size_t)(r >> 8) % 8192
+				    : 1 + (size_t)(r >> 8) % 700;
+		uint32_t v = value_of(w->id, it, 0);
+		struct ep_image img;
+
+		if (size < RET_IMM_LEN)
+			size = RET_IMM_LEN;
+		int rc = ep_alloc(w->pool, size, &img);
+
+		WCHECK(w, rc == 0, "ep_alloc(%zu): %s", size, ep_strerror(rc));
+		WCHECK(w, img.size >= size && img.exec && img.rw, "bad image for %zu", size);
+		w->allocs++;
+		w->large_allocs += large;
+		/* the staging buffer and the exec view start out as traps */
+		WCHECK(w, ((unsigned char *)img.rw)[0] == 0xcc &&
+			      ((unsigned char *)img.rw)[img.size - 1] == 0xcc,
+		       "staging not trap-filled");
+		WCHECK(w, ((volatile unsigned char *)img.exec)[0] == 0xcc &&
+			      ((volatile unsigned char *)img.exec)[img.size - 1] == 0xcc,
+		       "fresh exec view not trap-filled at %p (size %zu)", img.exec, img.size);
+		if (r & 0x100) {
+			rel_emit_ret_imm(img.rw, v);
+		} else {
+			/* stage through ep_write instead, and a wrong one first */
+			unsigned char code[RET_IMM_LEN];
+
+			rel_emit_ret_imm(code, v ^ 0x00ffffff);
+			rc = ep_write(w->pool, img.exec, code, sizeof(code));
+			WCHECK(w, rc == 0, "staging ep_write: %s", ep_strerror(rc));
+			rel_emit_ret_imm(code, v);
+			rc = ep_write(w->pool, img.exec, code, sizeof(code));
+			WCHECK(w, rc == 0, "staging ep_write: %s", ep_strerror(rc));
+		}
+		/* out of bounds by one byte: refused, whoever owns the next chunk */
+		rc = ep_write(w->pool, img.exec, img.rw, img.size + 1);
+		WCHECK(w, rc == -EINVAL, "overlong ep_write gave %d", rc);
+		rc = ep_finalize(w->pool, img.exec);
+		WCHECK(w, rc == 0, "ep_finalize: %s", ep_strerror(rc));
+		rc = ep_finalize(w->pool, img.exec);
+		WCHECK(w, rc == -EINVAL, "second ep_finalize gave %d", rc);
+		uint32_t got = (uint32_t)rel_call(img.exec);
+
+		w->calls++;
+		WCHECK(w, got == v, "new function %p returned %#x, expected %#x", img.exec, got, v);
+
+		/* an address inside, not the start: never freeable */
+		rc = ep_free(w->pool, (unsigned char *)img.exec + 1);
+		WCHECK(w, rc == -EINVAL, "ep_free(exec + 1) gave %d", rc);
+
+		if (n == WINDOW) {
+			/* free the oldest, after checking it one last time */
+			struct live *o = &win[0];
+
+			got = (uint32_t)rel_call(o->exec);
+			WCHECK(w, got == o->value, "old function %p returned %#x, expected %#x",
+			       o->exec, got, o->value);
+			rc = ep_free(w->pool, o->exec);
+			WCHECK(w, rc == 0, "ep_free: %s", ep_strerror(rc));
+			/* (no double free here: another thread may already own
+			 * the address again) */
+			memmove(&win[0], &win[1], (WINDOW - 1) * sizeof(win[0]));
+			n--;
+		}
+		win[n++] = (struct live){ img.exec, img.size, v, large };
+
+		/* re-check every live function of this thread now and then */
+		if (it % 8 == 0) {
+			for (int i = 0; i < n; i++) {
+				got = (uint32_t)rel_call(win[i].exec);
+				w->calls++;
+				WCHECK(w, got == win[i].value, "live function %p returned %#x, expected %#x",
+				       win[i].exec, got, win[i].value);
+			}
+		}
+		/* patch a random live one in place, then call it */
+		if (it % 3 == 0) {
+			struct live *l = &win[(size_t)(r >> 20) % (size_t)n];
+			uint32_t nv = value_of(w->id, it, 1 + (int)((r >> 40) % 15));
+
+			rc = rel_patch(w->pool, l->exec, nv);
+			WCHECK(w, rc == 0, "live ep_write: %s", ep_strerror(rc));
+			l->value = nv;
+			got = (uint32_t)rel_call(l->exec);
+			w->patches++;
+			WCHECK(w, got == nv, "patched function %p returned %#x, expected %#x",
+			       l->exec, got, nv);
+		}
+		if (it % 16 == 0) {
+			struct ep_stats st;
+			size_t mine = (size_t)n, mine_large = 0;
+
+			for (int i = 0; i < n; i++)
+				mine_large += win[i].large;
+			rc = ep_pool_stats(w->pool, &st);
+			WCHECK(w, rc == 0, "ep_pool_stats: %s", ep_strerror(rc));
+			WCHECK(w, st.live_allocs >= mine, "live_allocs %zu < this thread's %zu",
+			       st.live_allocs, mine);
+			WCHECK(w, st.large_allocs >= mine_large && st.large_allocs <= st.live_allocs,
+			       "large_allocs %zu (mine %zu, live %zu)", st.large_allocs, mine_large,
+			       st.live_allocs);
+			WCHECK(w, st.used_bytes <= st.pack_bytes, "used %zu > pack bytes %zu",
+			       st.used_bytes, st.pack_bytes);
+			WCHECK(w, st.large_bytes >= st.large_allocs * LARGE_SIZE,
+			       "large_bytes %zu for %zu large", st.large_bytes, st.large_allocs);
+			WCHECK(w, st.packs >= 1, "no packs while %zu allocations live", mine);
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		uint32_t got = (uint32_t)rel_call(win[i].exec);
+
+		WCHECK(w, got == win[i].value, "final check %p returned %#x, expected %#x",
+		       win[i].exec, got, win[i].value);
+		int rc = ep_free(w->pool, win[i].exec);
+
+		WCHECK(w, rc == 0, "final ep_free: %s", ep_strerror(rc));
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	worker_run(arg);
+	return NULL;
+}
+
+/* Any mapping both writable and executable fails the test.  Under Valgrind
+ * its own translation cache is such a mapping, so only ranges that lie in
+ * the pool's mappings (named memfd:execpack) count there. */
+static int scan_maps(char *msg, size_t len)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	int bad = 0;
+
+	if (!f) {
+		snprintf(msg, len, "cannot open /proc/self/maps: %s", strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8] = "";
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
+			continue;
+		if (perms[1] != 'w' || perms[2] != 'x')
+			continue;
+		if (RUNNING_ON_VALGRIND && !strstr(line, "execpack"))
+			continue;
+		snprintf(msg, len, "writable+executable mapping: %.400s", line);
+		bad = 1;
+		break;
+	}
+	fclose(f);
+	return bad;
+}
+
+static void *scanner_main(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+		if (scan_maps(g_scan_msg, sizeof(g_scan_msg))) {
+			__atomic_store_n(&g_scan_failed, 1, __ATOMIC_RELEASE);
+			return NULL;
+		}
+		g_scans++;
+		struct timespec ts = { 0, 2000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int iterations(void)
+{
+	const char *e = getenv("EP_THREADS_ITERS");
+
+	if (e && *e)
+		return atoi(e);
+	return rel_quick() ? 400 : 4000;
+}
+
+static void run_stress(unsigned flags)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .flags = flags };
+	struct ep_pool *pool = NULL;
+	int rc = ep_pool_create(&cfg, &pool);
+
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+
+	struct worker w[NTHREADS];
+	pthread_t scanner;
+	struct timespec t0, t1;
+
+	__atomic_store_n(&g_stop, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&g_scan_failed, 0, __ATOMIC_RELEASE);
+	g_scans = 0;
+	ck_assert_int_eq(pthread_create(&scanner, NULL, scanner_main, NULL), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < NTHREADS; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].pool = pool;
+		w[i].id = i;
+		w[i].iters = iterations();
+		ck_assert_int_eq(pthread_create(&w[i].th, NULL, worker_main, &w[i]), 0);
+	}
+	unsigned long calls = 0, allocs = 0, large = 0, patches = 0;
+	int failed = 0;
+
+	for (int i = 0; i < NTHREADS; i++) {
+		ck_assert_int_eq(pthread_join(w[i].th, NULL), 0);
+		calls += w[i].calls;
+		allocs += w[i].allocs;
+		large += w[i].large_allocs;
+		patches += w[i].patches;
+		if (w[i].failed_line) {
+			fprintf(stderr, "thread %d failed at line %d: %s\n", i, w[i].failed_line,
+				w[i].msg);
+			failed++;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	__atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(scanner, NULL), 0);
+
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+
+	printf("flags %#x: %d threads x %d iterations: %lu allocs (%lu large), %lu calls, "
+	       "%lu live patches, %lu maps scans in %.2f s\n",
+	       flags, NTHREADS, iterations(), allocs, large, calls, patches, g_scans, secs);
+	ck_assert_msg(failed == 0, "%d of %d threads failed (see above)", failed, NTHREADS);
+	ck_assert_msg(!g_scan_failed, "%s", g_scan_msg);
+
+	/* one last scan with everything quiet, so the check cannot be vacuous */
+	char msg[512];
+
+	ck_assert_msg(scan_maps(msg, sizeof(msg)) == 0, "%s", msg);
+
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(pool, &st), 0);
+	ck_assert_uint_eq(st.live_allocs, 0);
+	ck_assert_uint_eq(st.used_bytes, 0);
+	ck_assert_uint_eq(st.large_allocs, 0);
+	ck_assert_uint_eq(st.large_bytes, 0);
+	ck_assert_uint_le(st.packs, 1); /* at most the one cached empty pack */
+	ep_pool_destroy(pool);
+}
+
+START_TEST(test_stress)
+{
+	run_stress(0);
+}
+END_TEST
+
+START_TEST(test_stress_randomized)
+{
+	run_stress(EP_F_RANDOMIZE);
+}
+END_TEST
+
+/* The scanner itself must be able to see a W+X mapping. */
+START_TEST(test_scanner_detects_wx)
+{
+	char msg[512];
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	if (p == MAP_FAILED || RUNNING_ON_VALGRIND) {
+		/* refused (MDWE, SELinux execmem): nothing to detect; fine */
+		if (p != MAP_FAILED)
+			munmap(p, 4096);
+		return;
+	}
+	ck_assert_int_eq(scan_maps(msg, sizeof(msg)), 1);
+	munmap(p, 4096);
+	ck_assert_int_eq(scan_maps(msg, sizeof(msg)), 0);
+}
+END_TEST
+
+static Suite *threads_suite(void)
+{
+	Suite *s = suite_create("threads");
+	TCase *tc = tcase_create("stress");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_scanner_detects_wx);
+	tcase_add_test(tc, test_stress);
+	tcase_add_test(tc, test_stress_randomized);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	struct ep_pool *probe = NULL;
+	int rc = ep_pool_create(NULL, &probe);
+
+	if (rc) {
+		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
+		return 77;
+	}
+	ep_pool_destroy(probe);
+
+	SRunner *sr = srunner_create(threads_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
