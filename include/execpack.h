@@ -116,6 +116,22 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out);
 /* "memfd", "hugetlb" or "kmod"; NULL for a NULL pool. */
 EP_API const char *ep_pool_backend(const struct ep_pool *pool);
 
+/*
+ * Why EP_BACKEND_AUTO passed over the backends it did not choose, as
+ * "name: reason; name: reason" ("" when it took the first).  Valid while
+ * the pool lives.
+ */
+EP_API const char *ep_pool_reasons(const struct ep_pool *pool);
+
+/*
+ * Can this backend be used with cfg (NULL: defaults) here?  0 if so, else
+ * -errno with a one-line reason in why ("hugetlb: no free huge pages
+ * (vm.nr_hugepages=0)").  For EP_BACKEND_AUTO: the backend AUTO would pick,
+ * via ep_pool_backend()-style names in why, e.g. "memfd".
+ */
+EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg,
+			    char *why, size_t whylen);
+
 /* Text for a negative errno returned by this library; never NULL. */
 EP_API const char *ep_strerror(int err);
 

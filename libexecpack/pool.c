@@ -480,6 +480,7 @@ static const struct ep__backend_ops *backend_ops(enum ep_backend b)
 {
 	switch (b) {
 	case EP_BACKEND_MEMFD: return &ep__backend_memfd;
+	case EP_BACKEND_HUGETLB: return &ep__backend_hugetlb;
 	default: return NULL;
 	}
 }
@@ -881,4 +882,35 @@ EP_API int ep_pool_stats(const struct ep_pool *cpool, struct ep_stats *out)
 EP_API const char *ep_pool_backend(const struct ep_pool *pool)
 {
 	return pool ? pool->ops->name : NULL;
+}
+
+EP_API const char *ep_pool_reasons(const struct ep_pool *pool)
+{
+	return pool ? pool->reasons : NULL;
+}
+
+EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg_in,
+			    char *why, size_t whylen)
+{
+	struct ep_config cfg;
+	struct ep_pool probe;
+	int rc = config_copy(cfg_in, &cfg);
+
+	if (why && whylen)
+		why[0] = 0;
+	if (rc)
+		return rc;
+	if ((unsigned)backend > EP_BACKEND_KMOD)
+		return -EINVAL;
+	cfg.backend = backend;
+	memset(&probe, 0, sizeof(probe));
+	rc = open_backend(&probe, &cfg);
+	if (rc) {
+		ep__why(why, whylen, "%s", probe.reasons);
+		return rc;
+	}
+	if (backend == EP_BACKEND_AUTO)
+		ep__why(why, whylen, "%s", probe.ops->name);
+	probe.ops->close(probe.be);
+	return 0;
 }

@@ -1,0 +1,219 @@
+/*
+ * backend-hugetlb.c - packs on real 2 MiB pages, dual-mapped like memfd.
+ *
+ * One pack is one huge page: a single iTLB entry covers every program in
+ * it.  The file is a MFD_HUGETLB memfd, or a file in a hugetlbfs mount when
+ * ep_config.path names one.  A MAP_SHARED hugetlb mapping reserves its pages
+ * when it is created, so "no huge page left" is an error from mmap at
+ * ep_alloc() time, never a SIGBUS on first touch.  There is no silent 4 KiB
+ * fallback: a pool that asked for hugetlb gets huge pages or an error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "backend-memfd.h"
+#include "internal.h"
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004U
+#endif
+#ifndef MFD_HUGE_SHIFT
+#define MFD_HUGE_SHIFT 26
+#endif
+#define HUGE_2MB_FLAG (21U << MFD_HUGE_SHIFT)
+#define HUGETLBFS_MAGIC_NR 0x958458f6
+#define HUGE_SIZE ((size_t)2 << 20)
+
+struct ep__backend {
+	struct ep__memfd_kind kind;
+	struct ep__memfd_kind small; /* AUTO only: 4 KiB pages when huge run out */
+	bool fallback;
+	char *dir;
+};
+
+/* region->handle: which kind of file backs the region */
+#define REGION_HUGE 0
+#define REGION_SMALL 1
+
+static long read_long(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static void explain_no_pages(char *why, size_t whylen, int err)
+{
+	long total = read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
+	long avail = read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+	long rsvd = read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages");
+
+	if (total <= 0)
+		ep__why(why, whylen, "hugetlb: no free huge pages (vm.nr_hugepages=%ld)",
+			total < 0 ? 0 : total);
+	else if (avail - (rsvd > 0 ? rsvd : 0) <= 0)
+		ep__why(why, whylen, "hugetlb: no free huge pages (all %ld of vm.nr_hugepages in use)",
+			total);
+	else
+		ep__why(why, whylen, "hugetlb: cannot map a huge page: %s", strerror(err));
+}
+
+static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
+			size_t whylen)
+{
+	struct ep__backend *be = calloc(1, sizeof(*be));
+
+	if (!be)
+		return -ENOMEM;
+	be->kind = (struct ep__memfd_kind){ .name = "hugetlb", .align = HUGE_SIZE };
+	be->small = (struct ep__memfd_kind){ .name = "hugetlb", .align = 4096 };
+	/* A pool that asked for hugetlb gets huge pages or an error; one that
+	 * let AUTO choose keeps working on 4 KiB pages once they run out. */
+	be->fallback = cfg->backend == EP_BACKEND_AUTO;
+	if (cfg->path) {
+		struct statfs sfs;
+
+		if (statfs(cfg->path, &sfs) < 0) {
+			int e = errno;
+
+			ep__why(why, whylen, "hugetlb: %s: %s", cfg->path, strerror(e));
+			free(be);
+			return -e;
+		}
+		if ((unsigned long)sfs.f_type != HUGETLBFS_MAGIC_NR) {
+			ep__why(why, whylen, "hugetlb: %s is not a hugetlbfs mount", cfg->path);
+			free(be);
+			return -EINVAL;
+		}
+		if ((size_t)sfs.f_bsize != HUGE_SIZE) {
+			ep__why(why, whylen, "hugetlb: %s has %ld KiB pages, not 2048 KiB", cfg->path,
+				(long)sfs.f_bsize / 1024);
+			free(be);
+			return -EINVAL;
+		}
+		be->dir = strdup(cfg->path);
+		if (!be->dir) {
+			free(be);
+			return -ENOMEM;
+		}
+		be->kind.dir = be->dir;
+	} else {
+		be->kind.mfd_flags = MFD_HUGETLB | HUGE_2MB_FLAG;
+	}
+
+	/* Probe: create and map one huge page now, so AUTO and explicit pools
+	 * learn at ep_pool_create() whether huge pages can be had at all. */
+	int fd = ep__memfd_open(&be->kind, HUGE_SIZE, why, whylen);
+
+	if (fd < 0) {
+		free(be->dir);
+		free(be);
+		return fd;
+	}
+	struct ep__region r;
+	int rc = ep__memfd_map_fd(&be->kind, fd, HUGE_SIZE, NULL, NULL, &r, why, whylen);
+
+	close(fd);
+	if (rc) {
+		if (rc == -ENOMEM) {
+			explain_no_pages(why, whylen, -rc);
+			rc = -ENOSPC;
+		}
+		free(be->dir);
+		free(be);
+		return rc;
+	}
+	ep__memfd_unmap(&r);
+	*out = be;
+	return 0;
+}
+
+static void hugetlb_close(struct ep__backend *be)
+{
+	free(be->dir);
+	free(be);
+}
+
+static size_t hugetlb_page_size(const struct ep__backend *be)
+{
+	(void)be;
+	return HUGE_SIZE;
+}
+
+static size_t hugetlb_default_pack_size(const struct ep__backend *be)
+{
+	(void)be;
+	return HUGE_SIZE;
+}
+
+static int hugetlb_map(struct ep__backend *be, size_t size, ep_fill_fn fill, void *ctx,
+		       struct ep__region *out)
+{
+	int rc = ep__memfd_map(&be->kind, size, fill, ctx, out);
+
+	if (rc == 0) {
+		out->handle = REGION_HUGE;
+		return 0;
+	}
+	if (rc == -ENOMEM && be->fallback) {
+		rc = ep__memfd_map(&be->small, size, fill, ctx, out);
+		out->handle = REGION_SMALL;
+		return rc;
+	}
+	return rc == -ENOMEM ? -ENOSPC : rc; /* no huge page left: say so */
+}
+
+static void hugetlb_unmap(struct ep__backend *be, struct ep__region *r)
+{
+	(void)be;
+	ep__memfd_unmap(r);
+}
+
+static int hugetlb_write(struct ep__backend *be, struct ep__region *r, size_t off,
+			 const void *src, size_t len)
+{
+	(void)be;
+	return ep__memfd_write(r, off, src, len);
+}
+
+static int hugetlb_fill(struct ep__backend *be, struct ep__region *r, size_t off, size_t len,
+			ep_fill_fn fill, void *ctx)
+{
+	(void)be;
+	return ep__memfd_fill(r, off, len, fill, ctx);
+}
+
+/* The private copy after fork() needs a spare huge page per region. */
+static int hugetlb_privatize(struct ep__backend *be, struct ep__region *r)
+{
+	int rc = ep__memfd_privatize(r->handle == REGION_SMALL ? &be->small : &be->kind, r);
+
+	return rc == -ENOMEM && r->handle == REGION_HUGE ? -ENOSPC : rc;
+}
+
+const struct ep__backend_ops ep__backend_hugetlb = {
+	.name = "hugetlb",
+	.open = hugetlb_open,
+	.close = hugetlb_close,
+	.page_size = hugetlb_page_size,
+	.default_pack_size = hugetlb_default_pack_size,
+	.map = hugetlb_map,
+	.unmap = hugetlb_unmap,
+	.write = hugetlb_write,
+	.fill = hugetlb_fill,
+	.privatize = hugetlb_privatize,
+};

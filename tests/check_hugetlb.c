@@ -1,0 +1,244 @@
+/*
+ * check_hugetlb.c - the hugetlb backend: packs really sit on 2 MiB pages,
+ * running out of huge pages is a clear error (never a silent 4 KiB fallback
+ * for an explicit pool, never a SIGBUS), and an AUTO pool keeps working.
+ *
+ * Needs free 2 MiB huge pages (CI reserves some via vm.nr_hugepages).  With
+ * none, only the "no huge pages" behaviour is checked and the program
+ * exits 77 (SKIP) saying so.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "execpack.h"
+#include "testutil.h"
+
+static long free_huge_pages(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/* KernelPageSize of the mapping containing addr, in kB; -1 if not found. */
+static long kernel_page_kb(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[512];
+	int in = 0;
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') - line <= 34) {
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+			continue;
+		}
+		if (in && sscanf(line, "KernelPageSize: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
+static struct ep_pool *hugetlb_pool(int *rc)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_HUGETLB };
+	struct ep_pool *p = NULL;
+
+	*rc = ep_pool_create(&cfg, &p);
+	return p;
+}
+
+START_TEST(test_packs_on_huge_pages)
+{
+	int rc;
+	struct ep_pool *p = hugetlb_pool(&rc);
+
+	ck_assert_msg(rc == 0, "%s", ep_strerror(rc));
+	ck_assert_str_eq(ep_pool_backend(p), "hugetlb");
+	void *f = tu_jit_ret(p, 6, 77, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 77);
+	ck_assert_int_eq(kernel_page_kb(f), 2048);
+	char perms[8];
+
+	tu_mapping_perms(f, perms, NULL, 0);
+	ck_assert_str_eq(perms, "r-xs");
+	ck_assert_int_eq(tu_count_wx_mappings(), 0);
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.pack_bytes, 2u << 20);
+	/* patch, free, reuse on the huge page */
+	uint32_t imm = 78;
+
+	ck_assert_int_eq(ep_write(p, (char *)f + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 78);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ck_assert_uint_eq(((unsigned char *)f)[0], 0xcc);
+	void *g = tu_jit_ret(p, 6, 79, &rc);
+
+	ck_assert_ptr_eq(g, f);
+	ck_assert_int_eq(tu_as_fn(g)(), 79);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(test_exhaustion_is_a_clear_error)
+{
+	int rc;
+	struct ep_pool *p = hugetlb_pool(&rc);
+
+	ck_assert_int_eq(rc, 0);
+	/* one pack per 2 MiB allocation until the huge pages run out */
+	void *f[4096];
+	int n = 0;
+
+	for (;;) {
+		struct ep_image img;
+
+		ck_assert_int_lt(n, 4096);
+		rc = ep_alloc(p, 2u << 20, &img);
+		if (rc)
+			break;
+		tu_emit_ret_imm(img.rw, (uint32_t)n);
+		ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+		ck_assert_int_eq(kernel_page_kb(img.exec), 2048); /* never 4 KiB */
+		f[n++] = img.exec;
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(free_huge_pages(), 0);
+	/* a new explicit pool says why at creation */
+	char why[256];
+	struct ep_pool *q = NULL;
+
+	ck_assert_int_eq(ep_pool_create(&(struct ep_config){ .sz = sizeof(struct ep_config),
+							    .backend = EP_BACKEND_HUGETLB }, &q),
+			 -ENOSPC);
+	ck_assert_ptr_null(q);
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_HUGETLB, NULL, why, sizeof(why)), -ENOSPC);
+	ck_assert_msg(strstr(why, "no free huge pages") != NULL, "why: %s", why);
+	/* an AUTO pool passes hugetlb over and says why */
+	unsetenv("EXECPACK_BACKEND");
+	ck_assert_int_eq(ep_pool_create(NULL, &q), 0);
+	ck_assert_str_ne(ep_pool_backend(q), "hugetlb");
+	ck_assert_msg(strstr(ep_pool_reasons(q), "hugetlb: no free huge pages") != NULL, "%s",
+		      ep_pool_reasons(q));
+	ep_pool_destroy(q);
+	/* everything already JIT'd still runs; freeing gives the pages back */
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(tu_as_fn(f[i])(), i);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(p, 100, &img), 0);
+	ck_assert_int_eq(ep_free(p, img.exec), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(test_auto_falls_back_to_small_pages)
+{
+	unsetenv("EXECPACK_BACKEND");
+	struct ep_pool *p = NULL;
+
+	ck_assert_int_eq(ep_pool_create(NULL, &p), 0);
+	ck_assert_str_eq(ep_pool_backend(p), "hugetlb");
+	void *f[4096];
+	int n = 0, small = 0;
+
+	/* past the last huge page the AUTO pool goes on with 4 KiB pages */
+	while (n < 4096) {
+		int rc;
+
+		f[n] = tu_jit_ret(p, 2u << 20, (uint32_t)n, &rc);
+		ck_assert_msg(rc == 0, "alloc %d: %s", n, ep_strerror(rc));
+		long kb = kernel_page_kb(f[n]);
+
+		ck_assert(kb == 2048 || kb == 4);
+		n++;
+		if (kb == 4 && ++small == 2)
+			break;
+	}
+	ck_assert_int_eq(small, 2);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(test_no_huge_pages)
+{
+	char why[256];
+	int rc;
+	struct ep_pool *p = hugetlb_pool(&rc);
+
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_ptr_null(p);
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_HUGETLB, NULL, why, sizeof(why)), -ENOSPC);
+	ck_assert_msg(strstr(why, "hugetlb: no free huge pages") != NULL, "why: %s", why);
+}
+END_TEST
+
+START_TEST(test_path_must_be_hugetlbfs)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_HUGETLB, .path = "/tmp" };
+	struct ep_pool *p = NULL;
+	char why[256];
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), -EINVAL);
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_HUGETLB, &cfg, why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strstr(why, "not a hugetlbfs mount") != NULL, "why: %s", why);
+	cfg.path = "/nonexistent/dir";
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), -ENOENT);
+}
+END_TEST
+
+int main(void)
+{
+	long avail = free_huge_pages();
+	Suite *s = suite_create("hugetlb");
+	TCase *tc = tcase_create("pages");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_path_must_be_hugetlbfs);
+	if (avail > 0) {
+		tcase_add_test(tc, test_packs_on_huge_pages);
+		tcase_add_test(tc, test_exhaustion_is_a_clear_error);
+		tcase_add_test(tc, test_auto_falls_back_to_small_pages);
+	} else {
+		tcase_add_test(tc, test_no_huge_pages);
+	}
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	if (failed)
+		return 1;
+	if (avail <= 0) {
+		printf("SKIP: no free 2 MiB huge pages (vm.nr_hugepages=0): only the no-page error "
+		       "path was checked; reserve some to test packs on huge pages\n");
+		return 77;
+	}
+	return 0;
+}
