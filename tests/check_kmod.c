@@ -1,0 +1,664 @@
+/*
+ * check_kmod.c - the kmod backend against the real execpack module.
+ *
+ * Runs where /dev/execpack exists (make check-kmod boots a kernel under
+ * qemu with the module loaded); anywhere else it exits 77 (SKIP) with the
+ * reason.  EXECPACK_DEVICE names another device node.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/klog.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "execpack.h"
+#include "kmod/execpack_uapi.h"
+#include "testutil.h"
+
+static const char *dev_path;
+static size_t page;
+
+/* ---- raw device helpers --------------------------------------------------- */
+
+static int dev_open(void)
+{
+	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
+
+	ck_assert_msg(fd >= 0, "open %s: %s", dev_path, strerror(errno));
+	return fd;
+}
+
+/* 0 or -errno */
+static int xioctl(int fd, unsigned long cmd, void *arg)
+{
+	return ioctl(fd, cmd, arg) < 0 ? -errno : 0;
+}
+
+static int create(int fd, uint64_t len, const void *pat, uint32_t plen,
+		  struct execpack_create *out)
+{
+	struct execpack_create c = {
+		.size = sizeof(c), .len = len, .pattern = (uintptr_t)pat, .pattern_len = plen,
+	};
+	int rc = xioctl(fd, EXECPACK_IOC_CREATE, &c);
+
+	if (out)
+		*out = c;
+	return rc;
+}
+
+static int copy_in(int fd, uint32_t id, uint64_t off, const void *src, uint64_t len)
+{
+	struct execpack_copy c = {
+		.size = sizeof(c), .id = id, .off = off, .src = (uintptr_t)src, .len = len,
+	};
+
+	return xioctl(fd, EXECPACK_IOC_COPY, &c);
+}
+
+static int fill_range(int fd, uint32_t id, uint64_t off, uint64_t len)
+{
+	struct execpack_fill f = { .size = sizeof(f), .id = id, .off = off, .len = len };
+
+	return xioctl(fd, EXECPACK_IOC_FILL, &f);
+}
+
+static int destroy(int fd, uint32_t id)
+{
+	struct execpack_destroy d = { .size = sizeof(d), .id = id };
+
+	return xioctl(fd, EXECPACK_IOC_DESTROY, &d);
+}
+
+static struct execpack_info info(int fd)
+{
+	struct execpack_info i = { .size = sizeof(i) };
+
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_INFO, &i), 0);
+	return i;
+}
+
+static struct ep_pool *kmod_pool(size_t pack_size)
+{
+	struct ep_config cfg = {
+		.sz = sizeof(cfg), .backend = EP_BACKEND_KMOD, .pack_size = pack_size,
+		.path = dev_path,
+	};
+	struct ep_pool *pool = NULL;
+	int rc = ep_pool_create(&cfg, &pool);
+
+	ck_assert_msg(rc == 0, "ep_pool_create(kmod): %s", ep_strerror(rc));
+	ck_assert_str_eq(ep_pool_backend(pool), "kmod");
+	return pool;
+}
+
+/* Mappings of the device in /proc/self/maps: total, and how many writable. */
+static void dev_mappings(int *total, int *writable)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[1024];
+
+	ck_assert_ptr_nonnull(f);
+	*total = *writable = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8] = "";
+
+		if (!strstr(line, "execpack") || sscanf(line, "%*x-%*x %7s", perms) != 1)
+			continue;
+		(*total)++;
+		if (perms[1] == 'w')
+			(*writable)++;
+	}
+	fclose(f);
+}
+
+/* ---- through the public API ---------------------------------------------- */
+
+START_TEST(test_api_jit_and_patch)
+{
+	struct ep_pool *pool = kmod_pool(0);
+	void *code[8];
+	int rc;
+
+	for (unsigned i = 0; i < 8; i++) {
+		code[i] = tu_jit_ret(pool, 16 + 40 * i, 1000 + i, &rc);
+		ck_assert_msg(code[i], "jit %u: %s", i, ep_strerror(rc));
+	}
+	for (unsigned i = 0; i < 8; i++)
+		ck_assert_int_eq(tu_as_fn(code[i])(), 1000 + i);
+
+	/* patch live code: the imm32 of mov eax, imm32 at the start of a 16-byte fn */
+	uint32_t imm = 0x5a5a1234;
+
+	ck_assert_int_eq(ep_write(pool, (char *)code[0] + 16 - 6 + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_as_fn(code[0])(), (int)imm);
+
+	/* freed code is refilled with traps, readable through the RX view */
+	unsigned char *p = code[1];
+
+	ck_assert_int_eq(ep_free(pool, code[1]), 0);
+	for (size_t i = 0; i < 64; i++)
+		ck_assert_uint_eq(p[i], 0xcc);
+	ck_assert_int_eq(tu_as_fn(code[2])(), 1002);
+
+	/* no writable alias anywhere in the process */
+	char perms[8];
+
+	tu_mapping_perms(code[0], perms, NULL, 0);
+	ck_assert_msg(perms[0] == 'r' && perms[1] == '-' && perms[2] == 'x', "perms %s", perms);
+	ck_assert_int_eq(tu_count_wx_mappings(), 0);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_api_large_alloc)
+{
+	struct ep_pool *pool = kmod_pool(0);
+	struct ep_image img;
+	size_t size = (3u << 20) + 100;
+
+	ck_assert_int_eq(ep_alloc(pool, size, &img), 0);
+	ck_assert_ptr_nonnull(img.rw);
+	tu_emit_sized(img.rw, size, 4242);
+	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
+	ck_assert_int_eq(tu_as_fn(img.exec)(), 4242);
+
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(pool, &st), 0);
+	ck_assert_uint_eq(st.large_allocs, 1);
+	ck_assert_int_eq(ep_free(pool, img.exec), 0);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_api_no_writable_device_mapping)
+{
+	struct ep_pool *pool = kmod_pool(0);
+	int rc, total, writable;
+	void *fn = tu_jit_ret(pool, 64, 7, &rc);
+
+	ck_assert_ptr_nonnull(fn);
+	dev_mappings(&total, &writable);
+	ck_assert_int_ge(total, 1); /* else this test would prove nothing */
+	ck_assert_int_eq(writable, 0);
+
+	/* the exec view refuses to become writable */
+	void *pg = (void *)((uintptr_t)fn & ~(uintptr_t)(page - 1));
+
+	errno = 0;
+	ck_assert_int_eq(mprotect(pg, page, PROT_READ | PROT_WRITE), -1);
+	ck_assert_int_eq(errno, EACCES);
+	ck_assert_int_eq(mprotect(pg, page, PROT_READ | PROT_WRITE | PROT_EXEC), -1);
+	ck_assert_int_eq(tu_as_fn(fn)(), 7);
+
+	/* nor can the process write it through /proc/self/mem (FOLL_FORCE) */
+	int mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+
+	if (mem >= 0) {
+		unsigned char b = 0x90;
+
+		ck_assert_int_eq(pwrite(mem, &b, 1, (off_t)(uintptr_t)fn), -1);
+		close(mem);
+	}
+	ck_assert_int_eq(tu_as_fn(fn)(), 7);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+START_TEST(test_api_open_errors)
+{
+	struct ep_config cfg = {
+		.sz = sizeof(cfg), .backend = EP_BACKEND_KMOD, .path = "/nonexistent/execpack",
+	};
+	struct ep_pool *pool = NULL;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), -ENOENT);
+	ck_assert_ptr_null(pool);
+	cfg.path = "/dev/null"; /* a device, but not ours */
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), -ENOTTY);
+	ck_assert_ptr_null(pool);
+}
+END_TEST
+
+/* After fork() each process changes only its own copy of shared code. */
+START_TEST(test_api_fork_private)
+{
+	struct ep_pool *pool = kmod_pool(0);
+	int rc;
+	void *fn = tu_jit_ret(pool, 16, 1, &rc);
+
+	ck_assert_ptr_nonnull(fn);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		uint32_t imm = 2;
+		int ok = ep_write(pool, (char *)fn + 16 - 6 + 1, &imm, 4) == 0 &&
+			 tu_as_fn(fn)() == 2;
+		void *more = tu_jit_ret(pool, 64, 3, NULL);
+
+		ok = ok && more && tu_as_fn(more)() == 3;
+		ep_pool_destroy(pool);
+		_exit(ok ? 0 : 1);
+	}
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed");
+	ck_assert_int_eq(tu_as_fn(fn)(), 1);
+
+	uint32_t imm = 5;
+
+	ck_assert_int_eq(ep_write(pool, (char *)fn + 16 - 6 + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_as_fn(fn)(), 5);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+/* A 4-byte patch inside one 8-byte word is never seen half done. */
+static volatile int race_stop;
+
+struct race {
+	struct ep_pool *pool;
+	void *fn;
+	int bad;
+};
+
+static void *race_patch(void *arg)
+{
+	struct race *r = arg;
+	static const uint32_t v[2] = { 0x11111111, 0x22222222 };
+
+	for (unsigned i = 0; i < 3000 && !r->bad; i++)
+		if (ep_write(r->pool, (char *)r->fn + 1, &v[i & 1], 4))
+			r->bad = -1;
+	race_stop = 1;
+	return NULL;
+}
+
+START_TEST(test_api_patch_not_torn)
+{
+	struct race r = { .pool = kmod_pool(0) };
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(r.pool, 64, &img), 0);
+	/* mov eax, imm32 at offset 0: imm at 1..4, inside the first 8-byte word */
+	tu_emit_ret_imm(img.rw, 0x11111111);
+	ck_assert_int_eq(ep_finalize(r.pool, img.exec), 0);
+	r.fn = img.exec;
+	race_stop = 0;
+
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, race_patch, &r), 0);
+	unsigned long calls = 0;
+
+	while (!race_stop) {
+		int v = tu_as_fn(r.fn)();
+
+		calls++;
+		if (v != 0x11111111 && v != 0x22222222) {
+			r.bad = v;
+			break;
+		}
+	}
+	pthread_join(t, NULL);
+	ck_assert_msg(r.bad == 0, "torn or failed patch: %#x after %lu calls", r.bad, calls);
+	ep_pool_destroy(r.pool);
+}
+END_TEST
+
+/* ---- the device itself ------------------------------------------------------ */
+
+START_TEST(test_dev_mmap_write_refused)
+{
+	int fd = dev_open();
+	unsigned char pat = 0xcc;
+	struct execpack_create c;
+
+	ck_assert_int_eq(create(fd, 4 * page, &pat, 1, &c), 0);
+	errno = 0;
+	ck_assert_ptr_eq(mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)c.cookie),
+			 MAP_FAILED);
+	ck_assert_int_eq(errno, EPERM);
+	/* not even a private copy-on-write view */
+	ck_assert_ptr_eq(mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, (off_t)c.cookie),
+			 MAP_FAILED);
+	ck_assert_ptr_eq(mmap(NULL, page, PROT_WRITE | PROT_EXEC, MAP_SHARED, fd, (off_t)c.cookie),
+			 MAP_FAILED);
+
+	unsigned char *x = mmap(NULL, 4 * page, PROT_READ | PROT_EXEC, MAP_SHARED, fd,
+				(off_t)c.cookie);
+
+	ck_assert_ptr_ne(x, MAP_FAILED);
+	/* filled with the pattern before anyone could map it */
+	for (size_t i = 0; i < 4 * page; i++)
+		ck_assert_uint_eq(x[i], 0xcc);
+	errno = 0;
+	ck_assert_int_eq(mprotect(x, page, PROT_READ | PROT_WRITE), -1);
+	ck_assert_int_eq(errno, EACCES);
+
+	unsigned char *y = mmap(NULL, page, PROT_READ, MAP_PRIVATE, fd, (off_t)c.cookie);
+
+	ck_assert_ptr_ne(y, MAP_FAILED);
+	ck_assert_int_eq(mprotect(y, page, PROT_READ | PROT_WRITE), -1);
+	ck_assert_int_eq(errno, EACCES);
+
+	/* a view past the pack's end or of no pack at all */
+	ck_assert_ptr_eq(mmap(NULL, 5 * page, PROT_READ, MAP_SHARED, fd, (off_t)c.cookie),
+			 MAP_FAILED);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_ptr_eq(mmap(NULL, page, PROT_READ, MAP_SHARED, fd,
+			      (off_t)(c.cookie + (1u << 30))), MAP_FAILED);
+	/* mremap cannot grow it (VM_DONTEXPAND) */
+	ck_assert_ptr_eq(mremap(y, page, 2 * page, MREMAP_MAYMOVE), MAP_FAILED);
+
+	int total, writable;
+
+	dev_mappings(&total, &writable);
+	ck_assert_int_ge(total, 2);
+	ck_assert_int_eq(writable, 0);
+	munmap(x, 4 * page);
+	munmap(y, page);
+	ck_assert_int_eq(destroy(fd, c.id), 0);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_dev_copy_and_fill)
+{
+	int fd = dev_open();
+	const unsigned char pat[3] = { 0xd4, 0xcc, 0x0b };
+	struct execpack_create c;
+
+	ck_assert_int_eq(create(fd, 2 * page, pat, 3, &c), 0);
+	unsigned char *x = mmap(NULL, 2 * page, PROT_READ, MAP_SHARED, fd, (off_t)c.cookie);
+
+	ck_assert_ptr_ne(x, MAP_FAILED);
+	for (size_t i = 0; i < 2 * page; i++)
+		ck_assert_uint_eq(x[i], pat[i % 3]);
+
+	/* a copy across the page boundary lands exactly */
+	unsigned char buf[300];
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(i * 7 + 1);
+	ck_assert_int_eq(copy_in(fd, c.id, page - 100, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(memcmp(x + page - 100, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(x[page - 101], pat[(page - 101) % 3]);
+	ck_assert_uint_eq(x[page + 200], pat[(page + 200) % 3]);
+
+	/* small stores, aligned and not */
+	ck_assert_int_eq(copy_in(fd, c.id, 13, "\x01\x02\x03", 3), 0);
+	ck_assert_int_eq(memcmp(x + 13, "\x01\x02\x03", 3), 0);
+	ck_assert_uint_eq(x[12], pat[12 % 3]);
+	ck_assert_uint_eq(x[16], pat[16 % 3]);
+	ck_assert_int_eq(copy_in(fd, c.id, 24, "ABCDEFGH", 8), 0);
+	ck_assert_int_eq(memcmp(x + 24, "ABCDEFGH", 8), 0);
+
+	/* fill: the pattern restarts at the start of the range */
+	ck_assert_int_eq(fill_range(fd, c.id, page - 100 + 5, 200), 0);
+	ck_assert_uint_eq(x[page - 100 + 4], buf[4]);
+	for (size_t i = 0; i < 200; i++)
+		ck_assert_uint_eq(x[page - 95 + i], pat[i % 3]);
+	ck_assert_uint_eq(x[page - 95 + 200], buf[205]);
+	ck_assert_int_eq(copy_in(fd, c.id, 0, buf, 0), 0); /* empty is fine */
+
+	munmap(x, 2 * page);
+	destroy(fd, c.id);
+
+	/* a whole page as the pattern */
+	unsigned char *big = malloc(page);
+
+	for (size_t i = 0; i < page; i++)
+		big[i] = (unsigned char)(i ^ (i >> 8));
+	ck_assert_int_eq(create(fd, 3 * page, big, (uint32_t)page, &c), 0);
+	x = mmap(NULL, 3 * page, PROT_READ, MAP_SHARED, fd, (off_t)c.cookie);
+	ck_assert_ptr_ne(x, MAP_FAILED);
+	for (size_t i = 0; i < 3 * page; i++)
+		ck_assert_uint_eq(x[i], big[i % page]);
+	munmap(x, 3 * page);
+	free(big);
+	close(fd); /* release frees the pack we did not destroy */
+}
+END_TEST
+
+START_TEST(test_dev_bad_input)
+{
+	int fd = dev_open();
+	unsigned char pat[EXECPACK_PATTERN_MAX + 1] = { 0xcc };
+	struct execpack_create c;
+
+	/* create */
+	ck_assert_int_eq(create(fd, 0, pat, 1, NULL), -EINVAL);
+	ck_assert_int_eq(create(fd, page + 1, pat, 1, NULL), -EINVAL);
+	ck_assert_int_eq(create(fd, UINT64_MAX & ~(uint64_t)(page - 1), pat, 1, NULL), -EINVAL);
+	ck_assert_int_eq(create(fd, page, pat, 0, NULL), -EINVAL);
+	ck_assert_int_eq(create(fd, page, pat, EXECPACK_PATTERN_MAX + 1, NULL), -EINVAL);
+	ck_assert_int_eq(create(fd, page, (void *)16, 4, NULL), -EFAULT);
+
+	struct execpack_create cf = {
+		.size = sizeof(cf), .flags = 1, .len = page, .pattern = (uintptr_t)pat,
+		.pattern_len = 1,
+	};
+
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_CREATE, &cf), -EINVAL);
+	cf.flags = 0;
+	cf.size = 8; /* shorter than any version */
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_CREATE, &cf), -EINVAL);
+
+	/* a newer, longer struct: accepted when the tail is zero */
+	struct {
+		struct execpack_create c;
+		uint64_t future;
+	} grown = { { .size = sizeof(grown), .len = page, .pattern = (uintptr_t)pat,
+		      .pattern_len = 1 }, 0 };
+
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_CREATE, &grown), 0);
+	ck_assert_uint_ne(grown.c.id, 0);
+	ck_assert_int_eq(destroy(fd, grown.c.id), 0);
+	grown.future = 1;
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_CREATE, &grown), -E2BIG);
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_CREATE, (void *)8), -EFAULT);
+
+	/* copy / fill ranges, with overflow */
+	ck_assert_int_eq(create(fd, 2 * page, pat, 1, &c), 0);
+	unsigned char buf[64] = { 0 };
+
+	ck_assert_int_eq(copy_in(fd, c.id + 1000, 0, buf, 1), -ENOENT);
+	ck_assert_int_eq(copy_in(fd, c.id, 2 * page, buf, 1), -ERANGE);
+	ck_assert_int_eq(copy_in(fd, c.id, 2 * page - 1, buf, 2), -ERANGE);
+	ck_assert_int_eq(copy_in(fd, c.id, UINT64_MAX - 7, buf, 16), -ERANGE);
+	ck_assert_int_eq(copy_in(fd, c.id, 16, buf, UINT64_MAX - 7), -ERANGE);
+	ck_assert_int_eq(copy_in(fd, c.id, 0, (void *)16, 32), -EFAULT);
+	ck_assert_int_eq(copy_in(fd, c.id, 0, (void *)16, 4), -EFAULT);
+	ck_assert_int_eq(copy_in(fd, c.id, 2 * page, buf, 0), 0);
+	ck_assert_int_eq(fill_range(fd, c.id, UINT64_MAX, 2), -ERANGE);
+	ck_assert_int_eq(fill_range(fd, c.id, 0, 2 * page + 1), -ERANGE);
+	ck_assert_int_eq(fill_range(fd, c.id + 1000, 0, 1), -ENOENT);
+	ck_assert_int_eq(fill_range(fd, c.id, 0, 2 * page), 0);
+
+	/* destroy, twice */
+	ck_assert_int_eq(destroy(fd, c.id), 0);
+	ck_assert_int_eq(destroy(fd, c.id), -ENOENT);
+	ck_assert_int_eq(destroy(fd, 0xffffffffu), -ENOENT);
+	ck_assert_int_eq(copy_in(fd, c.id, 0, buf, 1), -ENOENT);
+
+	/* unknown commands */
+	ck_assert_int_eq(xioctl(fd, _IOW(EXECPACK_IOC_MAGIC, 99, struct execpack_fill), buf),
+			 -ENOTTY);
+	ck_assert_int_eq(xioctl(fd, _IO('T', 1), buf), -ENOTTY);
+	close(fd);
+}
+END_TEST
+
+/* Each open is a context: its packs and their charge go with its file. */
+START_TEST(test_dev_context_release)
+{
+	int a = dev_open(), b = dev_open();
+	unsigned char pat = 0xcc;
+	struct execpack_create c;
+	uint64_t base = info(b).user_used;
+
+	ck_assert_int_eq(create(a, 8 * page, &pat, 1, &c), 0);
+	ck_assert_uint_eq(info(b).user_used, base + 8 * page);
+	/* ids are per context */
+	ck_assert_int_eq(destroy(b, c.id), -ENOENT);
+
+	/* destroyed while mapped: the mapping keeps the pages and the charge */
+	unsigned char *x = mmap(NULL, 8 * page, PROT_READ, MAP_SHARED, a, (off_t)c.cookie);
+
+	ck_assert_ptr_ne(x, MAP_FAILED);
+	ck_assert_int_eq(destroy(a, c.id), 0);
+	ck_assert_uint_eq(x[5 * page], 0xcc);
+	ck_assert_uint_eq(info(b).user_used, base + 8 * page);
+	munmap(x, 8 * page);
+	ck_assert_uint_eq(info(b).user_used, base);
+
+	ck_assert_int_eq(create(a, 4 * page, &pat, 1, &c), 0);
+	ck_assert_uint_eq(info(b).user_used, base + 4 * page);
+	close(a);
+	ck_assert_uint_eq(info(b).user_used, base);
+	close(b);
+}
+END_TEST
+
+/* The per-user limit (module parameter user_limit) gives EPERM. */
+START_TEST(test_dev_user_limit)
+{
+	int fd = dev_open();
+	struct execpack_info in = info(fd);
+	unsigned char pat = 0xcc;
+	struct execpack_create c;
+
+	ck_assert_uint_eq(in.abi_version, EXECPACK_ABI_VERSION);
+	ck_assert_uint_eq(in.page_size, page);
+	ck_assert_msg(in.user_limit > 0, "module loaded without a user_limit");
+	ck_assert_uint_le(in.user_used, in.user_limit);
+
+	uint64_t room = (in.user_limit - in.user_used) & ~(uint64_t)(page - 1);
+
+	ck_assert_uint_gt(room, 0);
+	ck_assert_int_eq(create(fd, in.user_limit + page, &pat, 1, NULL), -EPERM);
+	if (room <= in.max_pack) {
+		ck_assert_int_eq(create(fd, room, &pat, 1, &c), 0);
+		ck_assert_int_eq(create(fd, page, &pat, 1, NULL), -EPERM);
+		ck_assert_int_eq(destroy(fd, c.id), 0);
+	}
+	ck_assert_int_eq(create(fd, page, &pat, 1, &c), 0);
+	ck_assert_int_eq(destroy(fd, c.id), 0);
+
+	/* the same through the library */
+	struct ep_pool *pool = kmod_pool(0);
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(pool, in.user_limit + page, &img), -EPERM);
+	ck_assert_int_eq(ep_alloc(pool, 64, &img), 0);
+	ep_pool_destroy(pool);
+	close(fd);
+}
+END_TEST
+
+/* Last: nothing above made the kernel complain. */
+START_TEST(test_kernel_log_clean)
+{
+	int n = klogctl(10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0);
+
+	if (n < 0 && (errno == EPERM || errno == ENOSYS)) {
+		fprintf(stderr, "kernel log not readable here: %s\n", strerror(errno));
+		return;
+	}
+	ck_assert_int_gt(n, 0);
+
+	char *buf = malloc((size_t)n + 1);
+
+	ck_assert_ptr_nonnull(buf);
+	n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, n);
+	ck_assert_int_ge(n, 0);
+	buf[n] = 0;
+
+	static const char *const bad[] = {
+		"WARNING:", "BUG:", "Oops", "general protection", "Call Trace", "refcount_t",
+		"list_add corruption", "list_del corruption", "bad page",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *hit = strstr(buf, bad[i]);
+
+		if (hit) {
+			char *eol = strchr(hit, '\n');
+
+			if (eol)
+				*eol = 0;
+			ck_abort_msg("kernel log: %s", hit);
+		}
+	}
+	free(buf);
+}
+END_TEST
+
+static Suite *kmod_suite(void)
+{
+	Suite *s = suite_create("kmod");
+	TCase *api = tcase_create("api");
+	TCase *dev = tcase_create("device");
+	TCase *klog = tcase_create("klog");
+
+	/* generous: under qemu without KVM everything is slow */
+	tcase_set_timeout(api, 120);
+	tcase_set_timeout(dev, 120);
+	tcase_add_test(api, test_api_jit_and_patch);
+	tcase_add_test(api, test_api_large_alloc);
+	tcase_add_test(api, test_api_no_writable_device_mapping);
+	tcase_add_test(api, test_api_open_errors);
+	tcase_add_test(api, test_api_fork_private);
+	tcase_add_test(api, test_api_patch_not_torn);
+	tcase_add_test(dev, test_dev_mmap_write_refused);
+	tcase_add_test(dev, test_dev_copy_and_fill);
+	tcase_add_test(dev, test_dev_bad_input);
+	tcase_add_test(dev, test_dev_context_release);
+	tcase_add_test(dev, test_dev_user_limit);
+	tcase_add_test(klog, test_kernel_log_clean);
+	suite_add_tcase(s, api);
+	suite_add_tcase(s, dev);
+	suite_add_tcase(s, klog);
+	return s;
+}
+
+int main(void)
+{
+	dev_path = getenv("EXECPACK_DEVICE");
+	if (!dev_path || !*dev_path)
+		dev_path = EXECPACK_DEVICE;
+	page = (size_t)sysconf(_SC_PAGESIZE);
+
+	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		int e = errno;
+
+		printf("SKIP: kmod: %s: %s%s\n", dev_path, strerror(e),
+		       e == ENOENT || e == ENODEV || e == ENXIO ? " (module not loaded?)" : "");
+		return 77;
+	}
+	close(fd);
+
+	SRunner *sr = srunner_create(kmod_suite());
+
+	srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists every test */
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

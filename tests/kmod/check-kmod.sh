@@ -1,0 +1,223 @@
+#!/bin/sh
+# check-kmod.sh - run tests/check_kmod inside a real kernel with the execpack
+# module loaded.  Called by `make check-kmod`:
+#   check-kmod.sh ABS_TOP_SRCDIR ABS_TOP_BUILDDIR TEST_BINARY
+# Builds the module against an installed kernel's headers (by default the
+# newest /boot/vmlinuz-* that has /lib/modules/<version>/build), boots that
+# kernel under qemu with a busybox initramfs, and reads the result the guest
+# prints on its serial console.  Exit: 0 pass, 1 fail, 77 skip.
+#
+# Environment:
+#   KVER                 kernel version to build for and boot
+#   QEMU                 qemu binary (qemu-system-x86_64)
+#   EP_KMOD_ACCEL        auto (KVM if it boots, else TCG), kvm or tcg
+#   EP_KMOD_KVM_PROBE    seconds KVM gets to reach /init before TCG (20)
+#   EP_KMOD_TIMEOUT      seconds for the whole boot and test run (600)
+#   EP_KMOD_USER_LIMIT   the module's user_limit for the run (16 MiB)
+#   EP_KMOD_SMP, EP_KMOD_MEM   guest CPUs (2) and memory in MiB (512)
+set -u
+
+srcdir=$1
+builddir=$2
+test_bin=$3
+
+work=$builddir/tests/kmod/build
+log=$builddir/tests/kmod/check-kmod.log
+serial=$work/serial.log
+mkdir -p "$work" || exit 1
+: >"$log"
+
+say() {
+	echo "$*"
+	echo "$*" >>"$log"
+}
+skip() {
+	say "SKIP: check-kmod: $*"
+	exit 77
+}
+fail() {
+	say "FAIL: check-kmod: $*"
+	exit 1
+}
+
+QEMU=${QEMU:-qemu-system-x86_64}
+accel_mode=${EP_KMOD_ACCEL:-auto}
+kvm_probe=${EP_KMOD_KVM_PROBE:-20}
+timeout=${EP_KMOD_TIMEOUT:-600}
+user_limit=${EP_KMOD_USER_LIMIT:-16777216}
+smp=${EP_KMOD_SMP:-2}
+mem=${EP_KMOD_MEM:-512}
+
+# --- tools and a kernel --------------------------------------------------------
+case $(uname -m) in
+x86_64) ;;
+*) skip "only x86_64 hosts are supported (this is $(uname -m))" ;;
+esac
+command -v "$QEMU" >/dev/null 2>&1 ||
+	skip "$QEMU not found (build-aux/install-deps.sh kmod)"
+for t in cpio gzip; do
+	command -v $t >/dev/null 2>&1 || skip "$t not found (build-aux/install-deps.sh kmod)"
+done
+busybox=$(command -v busybox 2>/dev/null || true)
+[ -n "$busybox" ] || skip "busybox not found (apt install busybox-static)"
+# The initramfs has no libc: busybox and the test must be static.
+is_static() {
+	! LC_ALL=C readelf -l "$1" 2>/dev/null | grep -q 'program interpreter'
+}
+command -v readelf >/dev/null 2>&1 || skip "readelf not found (binutils)"
+is_static "$busybox" || skip "$busybox is dynamically linked (apt install busybox-static)"
+
+if [ -z "${KVER:-}" ]; then
+	for f in /boot/vmlinuz-*; do
+		[ -e "$f" ] || continue
+		v=${f#/boot/vmlinuz-}
+		[ -e "/lib/modules/$v/build/Makefile" ] && echo "$v"
+	done | sort -V | tail -n 1 >"$work/kver"
+	KVER=$(cat "$work/kver")
+fi
+[ -n "$KVER" ] ||
+	skip "no /boot/vmlinuz-* with matching headers (apt install linux-image-amd64 linux-headers-amd64)"
+kernel=/boot/vmlinuz-$KVER
+kdir=/lib/modules/$KVER/build
+[ -r "$kernel" ] || skip "$kernel not readable"
+[ -e "$kdir/Makefile" ] || skip "no headers for $KVER in $kdir (apt install linux-headers-amd64)"
+say "check-kmod: kernel $KVER (host runs $(uname -r))"
+
+# --- the module --------------------------------------------------------------------
+mod=$work/module
+rm -rf "$mod"
+mkdir -p "$mod" || exit 1
+cp "$srcdir/libexecpack/kmod/Kbuild" "$srcdir/libexecpack/kmod/execpack.c" \
+	"$srcdir/libexecpack/kmod/execpack_uapi.h" "$mod/" || exit 1
+# Not the outer make's flags or variables: they are not meant for Kbuild.
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$kdir" M="$mod" modules \
+	>"$work/module-build.log" 2>&1; then
+	cat "$work/module-build.log" >>"$log"
+	tail -n 20 "$work/module-build.log"
+	skip "the module does not build against $kdir (log above)"
+fi
+cat "$work/module-build.log" >>"$log"
+if grep -q 'warning:' "$work/module-build.log"; then
+	grep 'warning:' "$work/module-build.log"
+	fail "the module builds with warnings"
+fi
+
+# --- the initramfs --------------------------------------------------------------
+[ -x "$builddir/$test_bin" ] || fail "$test_bin was not built"
+is_static "$builddir/$test_bin" || fail "$test_bin is not statically linked"
+root=$work/root
+rm -rf "$root"
+mkdir -p "$root/bin" || exit 1
+cp "$busybox" "$root/bin/busybox" &&
+	cp "$mod/execpack.ko" "$root/execpack.ko" &&
+	cp "$builddir/$test_bin" "$root/check_kmod" || exit 1
+sed -e "s|@USER_LIMIT@|$user_limit|g" -e "s|@GUEST_TIMEOUT@|$((timeout - 30))|g" \
+	"$srcdir/tests/kmod/init.in" >"$root/init" || exit 1
+chmod 755 "$root/init" "$root/check_kmod" "$root/bin/busybox"
+initrd=$work/initrd.gz
+(cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$initrd" ||
+	fail "cannot make the initramfs"
+
+# --- boot ---------------------------------------------------------------------------
+# run_qemu ACCEL PROBE: boots once; PROBE > 0 gives up early (rc 3) when
+# /init has not started by then.  Sets $elapsed (seconds, ms precision).
+run_qemu() {
+	case $1 in
+	kvm) aopt="-accel kvm -cpu host" ;;
+	*) aopt="-accel tcg -cpu max" ;;
+	esac
+	: >"$serial"
+	t0=$(date +%s%N)
+	# shellcheck disable=SC2086
+	"$QEMU" $aopt -smp "$smp" -m "$mem" -display none -monitor none -no-reboot \
+		-serial "file:$serial" -kernel "$kernel" -initrd "$initrd" \
+		-append "console=ttyS0 panic=-1 quiet" </dev/null >"$work/qemu-$1.log" 2>&1 &
+	qpid=$!
+	ticks=0
+	qrc=0
+	while kill -0 "$qpid" 2>/dev/null; do
+		if [ "$2" -gt 0 ] && [ "$ticks" -ge $(($2 * 5)) ] &&
+			! grep -q 'EXECPACK-KMOD: init started' "$serial"; then
+			kill "$qpid"
+			{ wait "$qpid"; } 2>/dev/null
+			qrc=3
+			break
+		fi
+		if [ "$ticks" -ge $((timeout * 5)) ]; then
+			kill "$qpid"
+			{ wait "$qpid"; } 2>/dev/null
+			qrc=124
+			break
+		fi
+		sleep 0.2
+		ticks=$((ticks + 1))
+	done
+	# (braces: no "Aborted" job notice when qemu dies of a signal)
+	[ "$qrc" -ne 0 ] || { { wait "$qpid"; } 2>/dev/null; qrc=$?; }
+	t1=$(date +%s%N)
+	elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+	if [ "$qrc" -ne 124 ] && ! grep -q 'EXECPACK-KMOD: init started' "$serial"; then
+		qrc=3 # qemu gave up (e.g. an unsupported CPU model) before /init
+	fi
+	return "$qrc"
+}
+
+kvm_usable() {
+	[ -c /dev/kvm ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]
+}
+
+accel=
+case $accel_mode in
+kvm)
+	kvm_usable || skip "EP_KMOD_ACCEL=kvm but /dev/kvm is not usable"
+	accel=kvm
+	run_qemu kvm 0
+	qrc=$?
+	;;
+tcg)
+	accel=tcg
+	run_qemu tcg 0
+	qrc=$?
+	;;
+auto)
+	qrc=3
+	if kvm_usable; then
+		accel=kvm
+		run_qemu kvm "$kvm_probe"
+		qrc=$?
+		if [ "$qrc" -eq 3 ]; then
+			say "check-kmod: KVM did not reach /init (${elapsed}s, $(tail -n 1 "$work/qemu-kvm.log")); using TCG"
+			cat "$work/qemu-kvm.log" >>"$log"
+		fi
+	fi
+	if [ "$qrc" -eq 3 ]; then
+		accel=tcg
+		run_qemu tcg 0
+		qrc=$?
+	fi
+	;;
+*) fail "EP_KMOD_ACCEL must be auto, kvm or tcg, not $accel_mode" ;;
+esac
+
+tr -d '\r' <"$serial" >"$work/console.log"
+{
+	echo "---- guest console ($accel) ----"
+	cat "$work/console.log"
+	echo "---- qemu ----"
+	cat "$work/qemu-$accel.log"
+} >>"$log"
+
+grep -E '^EXECPACK-KMOD|^[0-9]+%: Checks:|check_kmod\.c:[0-9]+:' "$work/console.log"
+say "check-kmod: boot+test took ${elapsed}s with $accel (qemu exit $qrc)"
+
+summary=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$work/console.log" | tail -n 1)
+result=$(sed -n 's/^EXECPACK-KMOD-RESULT rc=\([0-9]*\).*/\1/p' "$work/console.log" | tail -n 1)
+[ -n "$summary" ] && say "check-kmod: $summary"
+if [ "$qrc" -eq 124 ]; then
+	fail "qemu timed out after ${timeout}s (see $log)"
+fi
+case $result in
+0) say "PASS: check-kmod ($accel, ${elapsed}s)"; exit 0 ;;
+'') fail "no result from the guest (see $log)" ;;
+*) fail "the guest reported rc=$result (see $log)" ;;
+esac
