@@ -6,6 +6,8 @@
  * on live code included) and freeing, in packs and large allocations alike.
  * Processes synchronise with pipes; all code is real `mov eax, imm32; ret`.
  */
+#include "config.h"
+
 #include <check.h>
 #include <poll.h>
 #include <pthread.h>

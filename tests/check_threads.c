@@ -7,6 +7,8 @@
  * every result is checked.  A ninth thread scans /proc/self/maps for any
  * writable+executable mapping the whole time.
  */
+#include "config.h"
+
 #include <check.h>
 #include <inttypes.h>
 #include <pthread.h>
