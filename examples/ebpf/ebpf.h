@@ -22,8 +22,8 @@
  *
  * All functions returning int return 0 or a negative errno.
  */
-#ifndef EBPF_H
-#define EBPF_H
+#ifndef EBPF_EBPF_H
+#define EBPF_EBPF_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -196,4 +196,4 @@ int ebpf_prog_repatch_helpers(struct ebpf_prog *prog);
 /* Parse hex text ("b7 00 .." or "b700..") into bytes; malloc'd. */
 int ebpf_parse_hex(const char *text, uint8_t **out, size_t *len);
 
-#endif /* EBPF_H */
+#endif /* EBPF_EBPF_H */

@@ -7,8 +7,10 @@
 
 #include "ebpf.h"
 
+/* A braced initializer, so tables stay constant; wrap in (struct ebpf_insn)
+ * for an expression. */
 #define INSN(c, d, s, o, i) \
-	((struct ebpf_insn){ .code = (c), .dst = (d), .src = (s), .off = (o), .imm = (i) })
+	{ .code = (c), .dst = (d), .src = (s), .off = (o), .imm = (i) }
 
 /* ALU */
 #define ALU64_REG(op, d, s)  INSN(EBPF_CLS_ALU64 | (op) | EBPF_X, d, s, 0, 0)

@@ -1,0 +1,60 @@
+/* ebpf_int.h - internals shared by the loader, interpreter and JIT. */
+#ifndef EBPF_INT_H
+#define EBPF_INT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "ebpf.h"
+
+struct ebpf_vm {
+	struct ep_pool *pool;
+	/* Read by callx in JIT code at run time: keep it a plain array. */
+	ebpf_helper_fn helpers[EBPF_MAX_HELPERS];
+	char helper_names[EBPF_MAX_HELPERS][32];
+	unsigned long next_id;
+};
+
+struct ebpf_jit_site {
+	size_t insn;
+	int helper;
+	enum ebpf_site_kind kind;
+	size_t off; /* offset of the rel32/imm64 inside the image */
+};
+
+struct ebpf_prog {
+	struct ebpf_vm *vm;
+	struct ebpf_insn *insns;
+	size_t n;
+	bool *fn_start;       /* [n]: first instruction of a (sub)program */
+	char name[64];        /* "bpf_prog_<n>" unless the embedder named it */
+	void *code;           /* JIT image (exec address) or NULL */
+	size_t code_size;     /* bytes of code emitted */
+	struct ebpf_jit_site *sites;
+	size_t nsites;
+	void **blobs;         /* ELF data sections referenced by lddw */
+	size_t nblobs;
+};
+
+/* Set err (if any) to "insn N: <fmt>" and return -EINVAL. */
+int ebpf_fail(struct ebpf_err *err, int insn, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Well-formedness checks; fills fn_start[n]. */
+int ebpf_verify(const struct ebpf_vm *vm, const struct ebpf_insn *insns,
+		size_t n, bool *fn_start, struct ebpf_err *err);
+
+/* Creates the program object from already relocated instructions. */
+int ebpf_prog_new(struct ebpf_vm *vm, const struct ebpf_insn *insns,
+		  size_t n, const char *name, struct ebpf_prog **out,
+		  struct ebpf_err *err);
+
+int ebpf_jit_compile(struct ebpf_prog *prog, struct ebpf_err *err);
+void ebpf_jit_free(struct ebpf_prog *prog);
+
+static inline bool ebpf_is_lddw(const struct ebpf_insn *in)
+{
+	return in->code == (EBPF_CLS_LD | EBPF_DW | EBPF_IMM);
+}
+
+#endif /* EBPF_INT_H */
