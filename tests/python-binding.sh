@@ -1,0 +1,24 @@
+#!/bin/sh
+# python-binding.sh - runs examples/python/test_execpack.py against the
+# library in the build tree (make check).  SKIP (77) without python3.
+set -u
+srcdir=${top_srcdir:-.}
+builddir=${top_builddir:-.}
+python=${PYTHON:-python3}
+
+if ! command -v "$python" >/dev/null 2>&1 ||
+	! "$python" -c 'import ctypes' >/dev/null 2>&1; then
+	echo "SKIP: $python with ctypes is not available"
+	exit 77
+fi
+lib=$builddir/libexecpack/.libs/libexecpack.so.0
+[ -e "$lib" ] || { echo "ERROR: $lib not built"; exit 99; }
+case $lib in /*) ;; *) lib=$(pwd)/$lib ;; esac
+
+EXECPACK_LIBRARY=$lib
+EXECPACK_HEADER=$srcdir/include/execpack.h
+# the source tree is read-only under make distcheck: no __pycache__
+PYTHONDONTWRITEBYTECODE=1
+export EXECPACK_LIBRARY EXECPACK_HEADER PYTHONDONTWRITEBYTECODE
+unset EXECPACK_BACKEND
+exec "$python" -B "$srcdir/examples/python/test_execpack.py"
