@@ -570,6 +570,26 @@ START_TEST(test_dev_user_limit)
 }
 END_TEST
 
+/*
+ * Every test ran in its own process (or closed what it opened), so nothing
+ * may stay charged.  Only meaningful where no one else uses the device:
+ * EXECPACK_KMOD_ALONE=1 (set in the check-kmod guest).
+ */
+START_TEST(test_nothing_left_charged)
+{
+	const char *alone = getenv("EXECPACK_KMOD_ALONE");
+
+	if (!alone || strcmp(alone, "1")) {
+		fprintf(stderr, "EXECPACK_KMOD_ALONE not set: charge not checked\n");
+		return;
+	}
+	int fd = dev_open();
+
+	ck_assert_uint_eq(info(fd).user_used, 0);
+	close(fd);
+}
+END_TEST
+
 /* Last: nothing above made the kernel complain. */
 START_TEST(test_kernel_log_clean)
 {
@@ -629,6 +649,7 @@ static Suite *kmod_suite(void)
 	tcase_add_test(dev, test_dev_bad_input);
 	tcase_add_test(dev, test_dev_context_release);
 	tcase_add_test(dev, test_dev_user_limit);
+	tcase_add_test(klog, test_nothing_left_charged);
 	tcase_add_test(klog, test_kernel_log_clean);
 	suite_add_tcase(s, api);
 	suite_add_tcase(s, dev);
