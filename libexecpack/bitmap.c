@@ -107,3 +107,133 @@ void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n)
 		n -= take;
 	}
 }
+
+/* ---- the summary tree ----------------------------------------------------- */
+
+#include <stdlib.h>
+
+/* Bits of leaf word i, with bits past nbits (and padding leaves) as used. */
+static uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t i)
+{
+	size_t first = i * 64;
+
+	if (first >= fit->nbits)
+		return ~(uint64_t)0;
+	uint64_t w = map[i];
+
+	if (fit->nbits - first < 64)
+		w |= ~(uint64_t)0 << (fit->nbits - first);
+	return w;
+}
+
+static void leaf_set(struct ep__fit *fit, size_t node, uint64_t w)
+{
+	if (w == 0) {
+		fit->pre[node] = fit->suf[node] = fit->max[node] = 64;
+		return;
+	}
+	fit->pre[node] = (uint32_t)__builtin_ctzll(w);
+	fit->suf[node] = (uint32_t)__builtin_clzll(w);
+	/* longest run of ones in z = ~w, one run per step (w != 0, so z has a
+	 * clear bit and every shift below is by less than 64) */
+	uint64_t z = ~w;
+	uint32_t m = 0;
+
+	while (z) {
+		z >>= __builtin_ctzll(z);
+		uint32_t run = (uint32_t)__builtin_ctzll(~z);
+
+		if (run > m)
+			m = run;
+		z = run < 64 ? z >> run : 0;
+	}
+	fit->max[node] = m;
+}
+
+static void node_pull(struct ep__fit *fit, size_t node, uint32_t half)
+{
+	size_t l = 2 * node, r = l + 1;
+	uint32_t cross = fit->suf[l] + fit->pre[r];
+	uint32_t m = fit->max[l] > fit->max[r] ? fit->max[l] : fit->max[r];
+
+	fit->pre[node] = fit->pre[l] == half ? half + fit->pre[r] : fit->pre[l];
+	fit->suf[node] = fit->suf[r] == half ? half + fit->suf[l] : fit->suf[r];
+	fit->max[node] = cross > m ? cross : m;
+}
+
+int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
+{
+	size_t words = EP__BITMAP_WORDS(nbits), leaves = 1;
+
+	while (leaves < words)
+		leaves *= 2;
+	fit->nbits = nbits;
+	fit->nleaves = leaves;
+	fit->pre = malloc(2 * leaves * sizeof(uint32_t));
+	fit->suf = malloc(2 * leaves * sizeof(uint32_t));
+	fit->max = malloc(2 * leaves * sizeof(uint32_t));
+	if (!fit->pre || !fit->suf || !fit->max) {
+		ep__fit_destroy(fit);
+		return -1;
+	}
+	for (size_t i = 0; i < leaves; i++)
+		leaf_set(fit, leaves + i, leaf_word(fit, map, i));
+	uint32_t half = 64;
+
+	for (size_t lvl = leaves / 2; lvl >= 1; lvl /= 2, half *= 2)
+		for (size_t node = lvl; node < 2 * lvl; node++)
+			node_pull(fit, node, half);
+	return 0;
+}
+
+void ep__fit_destroy(struct ep__fit *fit)
+{
+	free(fit->pre);
+	free(fit->suf);
+	free(fit->max);
+	fit->pre = fit->suf = fit->max = NULL;
+}
+
+void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
+{
+	if (n == 0)
+		return;
+	size_t lo = pos / 64, hi = (pos + n - 1) / 64;
+
+	for (size_t i = lo; i <= hi; i++)
+		leaf_set(fit, fit->nleaves + i, leaf_word(fit, map, i));
+	lo += fit->nleaves;
+	hi += fit->nleaves;
+	for (uint32_t half = 64; lo > 1; half *= 2) {
+		lo /= 2;
+		hi /= 2;
+		for (size_t node = lo; node <= hi; node++)
+			node_pull(fit, node, half);
+	}
+}
+
+size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n)
+{
+	if (n == 0 || fit->max[1] < n)
+		return fit->nbits;
+	size_t node = 1, start = 0, span = fit->nleaves * 64;
+
+	while (node < fit->nleaves) {
+		size_t l = 2 * node, half = span / 2;
+
+		if (fit->max[l] >= n) {
+			node = l;
+		} else if (fit->suf[l] + fit->pre[l + 1] >= n) {
+			return start + half - fit->suf[l]; /* the run straddles the halves */
+		} else {
+			node = l + 1;
+			start += half;
+		}
+		span = half;
+	}
+	/* a leaf whose longest run is long enough: the run lies inside the word */
+	size_t end = start + 64 < fit->nbits ? start + 64 : fit->nbits;
+	size_t at = ep__bitmap_find_zero_area(map, end, start, n);
+
+	return at < end ? at : fit->nbits;
+}

@@ -36,4 +36,29 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
 	return (map[pos / 64] >> (pos % 64)) & 1u;
 }
 
+
+
+/*
+ * A summary tree over a bitmap that finds the lowest run of n clear bits in
+ * O(log nbits), however fragmented the map is.  Each node keeps the free
+ * run at its start (pre), at its end (suf) and the longest inside it (max);
+ * a leaf is one 64-bit word.  After changing bits [pos, pos+n) of the map,
+ * call ep__fit_update() for that range.
+ */
+struct ep__fit {
+	size_t nbits;
+	size_t nleaves; /* words, rounded up to a power of two */
+	uint32_t *pre, *suf, *max; /* 2 * nleaves entries, node 1 is the root */
+};
+
+int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits);
+void ep__fit_destroy(struct ep__fit *fit);
+void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
+/* Longest clear run anywhere in the map. */
+static inline size_t ep__fit_longest(const struct ep__fit *fit)
+{
+	return fit->max[1];
+}
+/* Lowest index of a run of n clear bits (first fit); nbits when none. */
+size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n);
 #endif /* EP_BITMAP_H */

@@ -62,10 +62,9 @@ struct ep__pack {
 	struct ep__pack *next, *prev;
 	size_t nchunks;
 	size_t free_chunks;
-	size_t first_free; /* no clear bit below this index */
-	size_t fail_min;   /* a run this long (chunks) is known not to exist */
 	uint64_t *used;
 	uint64_t *start;
+	struct ep__fit fit; /* longest free runs of used, for first fit */
 };
 
 /* One region's address range, sorted by lo, for address lookups. */
@@ -334,6 +333,7 @@ static void pack_release(struct ep_pool *pool, struct ep__pack *p)
 		pool->tail = p->prev;
 	pool->npacks--;
 	pool->ops->unmap(pool->be, &p->r);
+	ep__fit_destroy(&p->fit);
 	free(p->used);
 	free(p->start);
 	free(p);
@@ -351,12 +351,13 @@ static int pack_new(struct ep_pool *pool, struct ep__pack **out)
 	p->start = calloc(EP__BITMAP_WORDS(p->nchunks), sizeof(uint64_t));
 	if (!p->used || !p->start || range_reserve(pool))
 		goto fail;
+	if (ep__fit_init(&p->fit, p->used, p->nchunks))
+		goto fail;
 	rc = pool->ops->map(pool->be, pool->pack_size, pool->fill, pool->fill_ctx, &p->r);
 	if (rc)
 		goto fail;
 	p->r.gen = ep__fork_generation();
 	p->free_chunks = p->nchunks;
-	p->fail_min = p->nchunks + 1;
 	range_insert(pool, &p->r, p, NULL);
 	p->prev = pool->tail;
 	if (pool->tail)
@@ -369,26 +370,26 @@ static int pack_new(struct ep_pool *pool, struct ep__pack **out)
 	*out = p;
 	return 0;
 fail:
+	ep__fit_destroy(&p->fit);
 	free(p->used);
 	free(p->start);
 	free(p);
 	return rc;
 }
 
-/* First fit over packs in creation order; *pos gets the chunk index. */
+/*
+ * First fit over packs in creation order; *pos gets the chunk index.  The
+ * summary tree makes a pack that cannot fit n cost one comparison, and the
+ * lowest fitting run O(log chunks), however fragmented the pack is.
+ */
 static int pack_find(struct ep_pool *pool, size_t n, struct ep__pack **outp, size_t *pos)
 {
 	for (struct ep__pack *p = pool->head; p; p = p->next) {
-		if (p->free_chunks < n || n >= p->fail_min)
+		if (ep__fit_longest(&p->fit) < n)
 			continue;
-		size_t at = ep__bitmap_find_zero_area(p->used, p->nchunks, p->first_free, n);
-
-		if (at < p->nchunks) {
-			*outp = p;
-			*pos = at;
-			return 0;
-		}
-		p->fail_min = n; /* no run of n or more until something is freed */
+		*outp = p;
+		*pos = ep__fit_find(&p->fit, p->used, n);
+		return 0;
 	}
 	int rc = pack_new(pool, outp);
 
@@ -402,9 +403,8 @@ static void pack_take(struct ep_pool *pool, struct ep__pack *p, size_t pos, size
 		pool->empty_packs--;
 	ep__bitmap_set(p->used, pos, n);
 	ep__bitmap_set(p->start, pos, 1);
+	ep__fit_update(&p->fit, p->used, pos, n);
 	p->free_chunks -= n;
-	if (pos == p->first_free)
-		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
 	pool->used_bytes += n * CHUNK;
 }
 
@@ -412,10 +412,8 @@ static void pack_give_back(struct ep_pool *pool, struct ep__pack *p, size_t pos,
 {
 	ep__bitmap_clear(p->used, pos, n);
 	ep__bitmap_clear(p->start, pos, 1);
+	ep__fit_update(&p->fit, p->used, pos, n);
 	p->free_chunks += n;
-	if (pos < p->first_free)
-		p->first_free = pos;
-	p->fail_min = p->nchunks + 1;
 	pool->used_bytes -= n * CHUNK;
 	if (p->free_chunks == p->nchunks) {
 		/* keep one empty pack against alloc/free churn, release others */
@@ -660,6 +658,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 
 		pool->head = p->next;
 		pool->ops->unmap(pool->be, &p->r);
+		ep__fit_destroy(&p->fit);
 		free(p->used);
 		free(p->start);
 		free(p);

@@ -123,6 +123,69 @@ START_TEST(test_word_boundaries)
 }
 END_TEST
 
+static size_t model_longest(size_t nbits)
+{
+	size_t best = 0, run = 0;
+
+	for (size_t i = 0; i < nbits; i++) {
+		run = model[i] ? 0 : run + 1;
+		if (run > best)
+			best = run;
+	}
+	return best;
+}
+
+/* The summary tree must give exactly the plain first-fit answer. */
+START_TEST(test_fit_tree_vs_model)
+{
+	unsigned seed = 999u + (unsigned)_i;
+	const size_t sizes[] = { 1, 64, 100, 128, 129, 640, MAXBITS };
+
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t nbits = sizes[si];
+		struct ep__fit fit;
+
+		memset(map, 0, sizeof(map));
+		memset(model, 0, sizeof(model));
+		ck_assert_int_eq(ep__fit_init(&fit, map, nbits), 0);
+		ck_assert_uint_eq(ep__fit_longest(&fit), nbits);
+		for (int op = 0; op < 3000; op++) {
+			size_t n = 1 + rnd(&seed) % (rnd(&seed) % 5 == 0 ? nbits : 40);
+			size_t got = ep__fit_find(&fit, map, n);
+
+			ck_assert_uint_eq(got, model_find(nbits, 0, n));
+			ck_assert_uint_eq(ep__fit_longest(&fit), model_longest(nbits));
+			if (rnd(&seed) % 3 && got < nbits) {
+				ep__bitmap_set(map, got, n);
+				ep__fit_update(&fit, map, got, n);
+				for (size_t k = 0; k < n; k++)
+					model[got + k] = true;
+			} else {
+				size_t start = rnd(&seed) % nbits, len = 1 + rnd(&seed) % 50;
+
+				if (start + len > nbits)
+					len = nbits - start;
+				ep__bitmap_clear(map, start, len);
+				ep__fit_update(&fit, map, start, len);
+				for (size_t k = 0; k < len; k++)
+					model[start + k] = false;
+			}
+		}
+		/* a tree built from scratch agrees with the updated one */
+		struct ep__fit fresh;
+
+		ck_assert_int_eq(ep__fit_init(&fresh, map, nbits), 0);
+		for (size_t i = 1; i < 2 * fit.nleaves; i++) {
+			ck_assert_uint_eq(fresh.pre[i], fit.pre[i]);
+			ck_assert_uint_eq(fresh.suf[i], fit.suf[i]);
+			ck_assert_uint_eq(fresh.max[i], fit.max[i]);
+		}
+		ep__fit_destroy(&fresh);
+		ep__fit_destroy(&fit);
+	}
+}
+END_TEST
+
 static Suite *bitmap_suite(void)
 {
 	Suite *s = suite_create("bitmap");
@@ -130,6 +193,7 @@ static Suite *bitmap_suite(void)
 
 	tcase_add_loop_test(tc, test_random_vs_model, 0, 8);
 	tcase_add_test(tc, test_word_boundaries);
+	tcase_add_loop_test(tc, test_fit_tree_vs_model, 0, 6);
 	suite_add_tcase(s, tc);
 	return s;
 }
