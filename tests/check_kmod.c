@@ -345,6 +345,11 @@ START_TEST(test_dev_mmap_write_refused)
 	/* filled with the pattern before anyone could map it */
 	for (size_t i = 0; i < 4 * page; i++)
 		ck_assert_uint_eq(x[i], 0xcc);
+	/* zapped page tables come back from the pack through the fault path */
+	ck_assert_int_eq(madvise(x, 4 * page, MADV_DONTNEED), 0);
+	ck_assert_int_eq(copy_in(fd, c.id, page + 1, "\x90", 1), 0);
+	ck_assert_uint_eq(x[page + 1], 0x90);
+	ck_assert_uint_eq(x[3 * page], 0xcc);
 	errno = 0;
 	ck_assert_int_eq(mprotect(x, page, PROT_READ | PROT_WRITE), -1);
 	ck_assert_int_eq(errno, EACCES);
