@@ -21,6 +21,7 @@ struct ep__region {
 	size_t size;  /* mapped bytes, a multiple of the backend's page size */
 	int handle;   /* backend-specific (a pack id for kmod), else -1 */
 	unsigned gen; /* fork generation the mapping was last made private in */
+	unsigned char sealed; /* pool: exec view mseal()ed (EP_F_SEAL) */
 };
 
 struct ep__backend_ops {
@@ -70,5 +71,10 @@ struct ep__backend_ops {
 extern const struct ep__backend_ops ep__backend_memfd;
 extern const struct ep__backend_ops ep__backend_hugetlb;
 extern const struct ep__backend_ops ep__backend_kmod;
+
+#ifdef EP_TEST_HOOKS
+/* Test builds only: wrap a pool's backend (failure injection). */
+const struct ep__backend_ops *ep__test_wrap_backend(const struct ep__backend_ops *ops);
+#endif
 
 #endif /* EP_BACKEND_H */

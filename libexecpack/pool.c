@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,6 +144,8 @@ static int own_region(struct ep_pool *pool, struct ep__region *r)
 
 	if (r->gen == gen)
 		return 0;
+	if (r->sealed)
+		return -EPERM; /* a sealed view cannot be replaced by a private copy */
 	if (pool->ops->privatize) {
 		int rc = pool->ops->privatize(pool->be, r);
 
@@ -183,6 +186,50 @@ static void seed_random(struct ep_pool *pool)
 		s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)pool;
 	}
 	pool->rng = s | 1;
+}
+
+#ifndef SYS_mseal
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SYS_mseal 462
+#endif
+#endif
+
+static int sys_mseal(void *addr, size_t len)
+{
+#ifdef SYS_mseal
+	return syscall(SYS_mseal, addr, len, 0UL) ? -errno : 0;
+#else
+	(void)addr;
+	(void)len;
+	return -ENOSYS;
+#endif
+}
+
+/*
+ * EP_F_SEAL: the exec view can never again be unmapped, remapped or made
+ * writable.  Sealed regions are therefore never released: an empty sealed
+ * pack stays cached, and a freed sealed large mapping is refilled with traps
+ * and its exec view left in place until exit.
+ */
+static int seal_region(struct ep_pool *pool, struct ep__region *r)
+{
+	if (!(pool->flags & EP_F_SEAL))
+		return 0;
+	int rc = sys_mseal(r->exec, r->size);
+
+	if (rc == 0)
+		r->sealed = 1;
+	return rc;
+}
+
+/* Drop a region; a sealed one is first refilled, as its exec view stays. */
+static void region_drop(struct ep_pool *pool, struct ep__region *r)
+{
+	/* (not when inherited across fork(): the other process still runs it) */
+	if (r->sealed && r->gen == ep__fork_generation() &&
+	    pool->ops->fill(pool->be, r, 0, r->size, pool->fill, pool->fill_ctx) == 0)
+		VALGRIND_DISCARD_TRANSLATIONS(r->exec, r->size);
+	pool->ops->unmap(pool->be, r);
 }
 
 /* Code at [addr, addr+len) changed through another mapping. */
@@ -332,7 +379,7 @@ static void pack_release(struct ep_pool *pool, struct ep__pack *p)
 	else
 		pool->tail = p->prev;
 	pool->npacks--;
-	pool->ops->unmap(pool->be, &p->r);
+	region_drop(pool, &p->r);
 	ep__fit_destroy(&p->fit);
 	free(p->used);
 	free(p->start);
@@ -356,6 +403,10 @@ static int pack_new(struct ep_pool *pool, struct ep__pack **out)
 	rc = pool->ops->map(pool->be, pool->pack_size, pool->fill, pool->fill_ctx, &p->r);
 	if (rc)
 		goto fail;
+	if ((rc = seal_region(pool, &p->r))) {
+		pool->ops->unmap(pool->be, &p->r);
+		goto fail;
+	}
 	p->r.gen = ep__fork_generation();
 	p->free_chunks = p->nchunks;
 	range_insert(pool, &p->r, p, NULL);
@@ -384,9 +435,13 @@ fail:
  */
 static int pack_find(struct ep_pool *pool, size_t n, struct ep__pack **outp, size_t *pos)
 {
+	unsigned gen = ep__fork_generation();
+
 	for (struct ep__pack *p = pool->head; p; p = p->next) {
 		if (ep__fit_longest(&p->fit) < n)
 			continue;
+		if (p->r.sealed && p->r.gen != gen)
+			continue; /* inherited across fork and sealed: frozen */
 		*outp = p;
 		*pos = ep__fit_find(&p->fit, p->used, n);
 		return 0;
@@ -417,7 +472,7 @@ static void pack_give_back(struct ep_pool *pool, struct ep__pack *p, size_t pos,
 	pool->used_bytes -= n * CHUNK;
 	if (p->free_chunks == p->nchunks) {
 		/* keep one empty pack against alloc/free churn, release others */
-		if (pool->empty_packs)
+		if (pool->empty_packs && !p->r.sealed)
 			pack_release(pool, p);
 		else
 			pool->empty_packs++;
@@ -604,6 +659,17 @@ EP_API int ep_pool_create(const struct ep_config *cfg_in, struct ep_pool **out)
 		free(pool);
 		return rc;
 	}
+#ifdef EP_TEST_HOOKS
+	pool->ops = ep__test_wrap_backend(pool->ops);
+#endif
+	if ((cfg.flags & EP_F_SEAL) && sys_mseal(NULL, 0) == -ENOSYS) {
+		/* mseal(addr, 0) is a no-op where the call exists (Linux 6.10+) */
+		add_reason(pool, "seal: mseal() not supported by this kernel");
+		pool->ops->close(pool->be);
+		free(pool->hash);
+		free(pool);
+		return -EOPNOTSUPP;
+	}
 	pool->page_size = pool->ops->page_size(pool->be);
 	pool->pack_size = cfg.pack_size ? cfg.pack_size : pool->ops->default_pack_size(pool->be);
 	if (pool->pack_size % pool->page_size || pool->pack_size > EP__MAX_PACK_SIZE) {
@@ -648,7 +714,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 		for (struct ep__alloc *a = pool->hash[i], *n; a; a = n) {
 			n = a->hnext;
 			if (!a->pack)
-				pool->ops->unmap(pool->be, &a->large);
+				region_drop(pool, &a->large);
 			free(a->staging);
 			free(a);
 		}
@@ -657,7 +723,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 		struct ep__pack *p = pool->head;
 
 		pool->head = p->next;
-		pool->ops->unmap(pool->be, &p->r);
+		region_drop(pool, &p->r);
 		ep__fit_destroy(&p->fit);
 		free(p->used);
 		free(p->start);
@@ -716,6 +782,10 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 		rc = pool->ops->map(pool->be, reserved, pool->fill, pool->fill_ctx, &a->large);
 		if (rc)
 			goto fail;
+		if ((rc = seal_region(pool, &a->large))) {
+			pool->ops->unmap(pool->be, &a->large);
+			goto fail;
+		}
 		a->large.gen = ep__fork_generation();
 		a->key = (uintptr_t)a->large.exec;
 		range_insert(pool, &a->large, NULL, a);
@@ -846,11 +916,13 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 		}
 		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
 	} else {
+		if (a->large.sealed && (rc = own_region(pool, &a->large)))
+			goto out; /* its refill could not be done: still live */
 		range_remove(pool, &a->large);
 		pool->large_allocs--;
 		pool->large_bytes -= a->large.size;
+		region_drop(pool, &a->large);
 		code_changed(a->large.exec, a->large.size);
-		pool->ops->unmap(pool->be, &a->large);
 	}
 	hash_remove(pool, a);
 	pool->charged -= a->reserved;
