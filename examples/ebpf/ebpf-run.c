@@ -131,6 +131,10 @@ int main(int argc, char **argv)
 
 	if (memhex && ebpf_parse_hex(memhex, &mem, &memlen))
 		return die("input memory is not hex bytes: %.40s", memhex);
+	if (memlen == 0) { /* empty memory: r1 = NULL, as with none */
+		free(mem);
+		mem = NULL;
+	}
 	if (file) {
 		FILE *f = fopen(file, "rb");
 
