@@ -12,6 +12,7 @@
 #   QEMU                 qemu binary (qemu-system-x86_64)
 #   EP_KMOD_ACCEL        auto (KVM if it boots, else TCG), kvm or tcg
 #   EP_KMOD_KVM_PROBE    seconds KVM gets to reach /init before TCG (20)
+#   EP_KMOD_KVM_CPU      qemu -cpu model under KVM (host)
 #   EP_KMOD_TIMEOUT      seconds for the whole boot and test run (600)
 #   EP_KMOD_USER_LIMIT   the module's user_limit for the run (16 MiB)
 #   EP_KMOD_SMP, EP_KMOD_MEM   guest CPUs (2) and memory in MiB (512)
@@ -43,6 +44,7 @@ fail() {
 QEMU=${QEMU:-qemu-system-x86_64}
 accel_mode=${EP_KMOD_ACCEL:-auto}
 kvm_probe=${EP_KMOD_KVM_PROBE:-20}
+kvm_cpu=${EP_KMOD_KVM_CPU:-host}
 timeout=${EP_KMOD_TIMEOUT:-600}
 user_limit=${EP_KMOD_USER_LIMIT:-16777216}
 smp=${EP_KMOD_SMP:-2}
@@ -123,7 +125,7 @@ initrd=$work/initrd.gz
 # /init has not started by then.  Sets $elapsed (seconds, ms precision).
 run_qemu() {
 	case $1 in
-	kvm) aopt="-accel kvm -cpu host" ;;
+	kvm) aopt="-accel kvm -cpu $kvm_cpu" ;;
 	*) aopt="-accel tcg -cpu max" ;;
 	esac
 	: >"$serial"
