@@ -8,7 +8,7 @@ set -e
 set_name=${1:-base}
 
 base="build-essential autoconf automake libtool pkg-config check libunwind-dev valgrind
-autoconf-archive clang llvm libclang-rt-14-dev"
+autoconf-archive clang llvm libclang-rt-14-dev groff-base python3"
 kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod
 binutils liblzma-dev"
 extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev"
