@@ -306,6 +306,8 @@ static const struct tcase cases[] = {
 	  ALU64_REG(EBPF_ADD, R0, R7), ALU64_REG(EBPF_ADD, R0, R8), ALU64_REG(EBPF_ADD, R0, R9), EXIT()),
 	T("callx (conformance form)", 2, MOV64_IMM(R1, -1), MOV64_IMM(R2, 5), CALLX(R2), MOV64_IMM(R0, 2), EXIT()),
 	T("callx result", 12, MOV64_IMM(R1, 3), MOV64_IMM(R2, 4), MOV64_IMM(R8, EBPF_HELPER_MUL), CALLX(R8), EXIT()),
+	T("callx register in imm (LLVM form)", 12, MOV64_IMM(R1, 3), MOV64_IMM(R2, 4), MOV64_IMM(R7, EBPF_HELPER_MUL),
+	  INSN(0x8d, 0, 0, 0, 7), EXIT()),
 	T("callx empty slot gives 0", 0, MOV64_IMM(R0, 9), MOV64_IMM(R6, 40), CALLX(R6), EXIT()),
 	T("callx out of range gives 0", 0, MOV64_IMM(R0, 9), MOV64_IMM(R6, 1000), CALLX(R6), EXIT()),
 	T("local call", 1,
@@ -451,6 +453,7 @@ static const struct rcase rejects[] = {
 	REJ("exit with fields", 0, "malformed exit", INSN(0x95, 1, 0, 0, 0), EXIT()),
 	REJ("neg with source bit", 0, "unknown opcode", INSN(0x8f, 0, 0, 0, 0), EXIT()),
 	REJ("ST with src", 0, "non-zero src", INSN(0x7a, 1, 2, 0, 0), EXIT()),
+	REJ("callx bad register in imm", 0, "callx register", INSN(0x8d, 0, 0, 0, 11), EXIT()),
 	REJ("STX mode ABS", 0, "unknown opcode", INSN(0x23, 1, 2, 0, 0), EXIT()),
 };
 

@@ -179,6 +179,9 @@ static int check_insn(const struct ebpf_vm *vm, const struct ebpf_insn *insns,
 			if (x) { /* callx: helper index in a register */
 				if (in->src || in->off)
 					return ebpf_fail(err, i, "malformed callx");
+				/* dst 0 with imm: the register number is in imm (LLVM form). */
+				if (in->dst == 0 && (in->imm < 0 || in->imm > 10))
+					return ebpf_fail(err, i, "callx register r%d is invalid", in->imm);
 				return 0;
 			}
 			if (in->dst || in->off)
