@@ -129,33 +129,41 @@ run_qemu() {
 	*) aopt="-accel tcg -cpu max" ;;
 	esac
 	: >"$serial"
+	rm -f "$work/qemu.pid" "$work/qemu.rc"
 	t0=$(date +%s%N)
-	# shellcheck disable=SC2086
-	"$QEMU" $aopt -smp "$smp" -m "$mem" -display none -monitor none -no-reboot \
-		-serial "file:$serial" -kernel "$kernel" -initrd "$initrd" \
-		-append "console=ttyS0 panic=-1 quiet" </dev/null >"$work/qemu-$1.log" 2>&1 &
-	qpid=$!
+	# In a subshell that records the exit status, so that a qemu dying of a
+	# signal does not print a job notice here; -pidfile is what we kill.
+	(
+		# shellcheck disable=SC2086
+		"$QEMU" $aopt -smp "$smp" -m "$mem" -display none -monitor none -no-reboot \
+			-serial "file:$serial" -kernel "$kernel" -initrd "$initrd" \
+			-pidfile "$work/qemu.pid" -append "console=ttyS0 panic=-1 quiet" \
+			</dev/null >"$work/qemu-$1.log" 2>&1
+		echo $? >"$work/qemu.rc"
+	) 2>>"$work/qemu-$1.log" &
+	spid=$!
 	ticks=0
-	qrc=0
-	while kill -0 "$qpid" 2>/dev/null; do
+	qrc=
+	while kill -0 "$spid" 2>/dev/null; do
 		if [ "$2" -gt 0 ] && [ "$ticks" -ge $(($2 * 5)) ] &&
 			! grep -q 'EXECPACK-KMOD: init started' "$serial"; then
-			kill "$qpid"
-			{ wait "$qpid"; } 2>/dev/null
 			qrc=3
-			break
-		fi
-		if [ "$ticks" -ge $((timeout * 5)) ]; then
-			kill "$qpid"
-			{ wait "$qpid"; } 2>/dev/null
+		elif [ "$ticks" -ge $((timeout * 5)) ]; then
 			qrc=124
+		fi
+		if [ -n "$qrc" ]; then
+			if [ -s "$work/qemu.pid" ]; then
+				kill "$(cat "$work/qemu.pid")" 2>/dev/null
+			else
+				kill "$spid" 2>/dev/null
+			fi
 			break
 		fi
 		sleep 0.2
 		ticks=$((ticks + 1))
 	done
-	# (braces: no "Aborted" job notice when qemu dies of a signal)
-	[ "$qrc" -ne 0 ] || { { wait "$qpid"; } 2>/dev/null; qrc=$?; }
+	wait "$spid"
+	[ -n "$qrc" ] || qrc=$(cat "$work/qemu.rc" 2>/dev/null || echo 1)
 	t1=$(date +%s%N)
 	elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
 	if [ "$qrc" -ne 124 ] && ! grep -q 'EXECPACK-KMOD: init started' "$serial"; then
@@ -188,7 +196,8 @@ auto)
 		run_qemu kvm "$kvm_probe"
 		qrc=$?
 		if [ "$qrc" -eq 3 ]; then
-			say "check-kmod: KVM did not reach /init (${elapsed}s, $(tail -n 1 "$work/qemu-kvm.log")); using TCG"
+			why=$(grep -m 1 "^${QEMU##*/}:" "$work/qemu-kvm.log" || tail -n 1 "$work/qemu-kvm.log")
+			say "check-kmod: KVM did not reach /init (${elapsed}s: $why); using TCG"
 			cat "$work/qemu-kvm.log" >>"$log"
 		fi
 	fi
