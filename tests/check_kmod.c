@@ -10,6 +10,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -668,6 +669,19 @@ int main(void)
 	if (!dev_path || !*dev_path)
 		dev_path = EXECPACK_DEVICE;
 	page = (size_t)sysconf(_SC_PAGESIZE);
+
+	/* EXECPACK_KMOD_UID: run as that (unprivileged) user; the guest does both. */
+	const char *uid = getenv("EXECPACK_KMOD_UID");
+
+	if (uid && *uid) {
+		unsigned long id = strtoul(uid, NULL, 10);
+
+		if (setgroups(0, NULL) || setresgid((gid_t)id, (gid_t)id, (gid_t)id) ||
+		    setresuid((uid_t)id, (uid_t)id, (uid_t)id)) {
+			printf("cannot become uid %lu: %s\n", id, strerror(errno));
+			return EXIT_FAILURE;
+		}
+	}
 
 	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
 

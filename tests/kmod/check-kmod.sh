@@ -221,9 +221,11 @@ tr -d '\r' <"$serial" >"$work/console.log"
 grep -E '^EXECPACK-KMOD|^[0-9]+%: Checks:|check_kmod\.c:[0-9]+:' "$work/console.log"
 say "check-kmod: boot+test took ${elapsed}s with $accel (qemu exit $qrc)"
 
-summary=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$work/console.log" | tail -n 1)
+# One Check summary per run of the suite (root, then uid 1000).
+grep -E '^EXECPACK-KMOD: suite as |^[0-9]+%: Checks: [0-9]+' "$work/console.log" |
+	sed -n '/suite as /{s/.*suite as //;h;d};G;s/\(.*\)\n\(.*\)/check-kmod: \2: \1/p' >"$work/summary"
+while read -r line; do say "$line"; done <"$work/summary"
 result=$(sed -n 's/^EXECPACK-KMOD-RESULT rc=\([0-9]*\).*/\1/p' "$work/console.log" | tail -n 1)
-[ -n "$summary" ] && say "check-kmod: $summary"
 if [ "$qrc" -eq 124 ]; then
 	fail "qemu timed out after ${timeout}s (see $log)"
 fi
