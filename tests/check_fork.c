@@ -26,14 +26,22 @@
 static const size_t sizes[] = { 64, 200, LARGE_SIZE };
 #define NSIZES (int)(sizeof(sizes) / sizeof(sizes[0]))
 
-static struct ep_pool *new_pool(void)
+/* Every test runs on the default backend (AUTO: hugetlb where huge pages
+ * can be had) and on memfd explicitly: loop index = backend * NSIZES + size. */
+static const enum ep_backend backends[] = { EP_BACKEND_AUTO, EP_BACKEND_MEMFD };
+#define NBACKENDS (int)(sizeof(backends) / sizeof(backends[0]))
+
+static struct ep_pool *new_pool_on(enum ep_backend b)
 {
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = b };
 	struct ep_pool *pool = NULL;
-	int rc = ep_pool_create(NULL, &pool);
+	int rc = ep_pool_create(&cfg, &pool);
 
 	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
 	return pool;
 }
+
+#define new_pool() new_pool_on(backends[_i / NSIZES])
 
 static void *jit(struct ep_pool *pool, size_t size, uint32_t v)
 {
@@ -139,7 +147,7 @@ static void make_pipes(int a[2], int b[2])
  */
 START_TEST(test_child_rejits_slot)
 {
-	size_t size = sizes[_i];
+	size_t size = sizes[_i % NSIZES];
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0x1111);
 	void *g = jit(pool, 64, 0x1212); /* a neighbour in the same pack */
@@ -226,7 +234,7 @@ END_TEST
  */
 START_TEST(test_parent_modifies)
 {
-	size_t size = sizes[_i];
+	size_t size = sizes[_i % NSIZES];
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0xa1);
 	void *n = jit(pool, 64, 0xa2);
@@ -307,7 +315,7 @@ END_TEST
  */
 START_TEST(test_grandchild)
 {
-	size_t size = sizes[_i];
+	size_t size = sizes[_i % NSIZES];
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0x01);
 	int p2c[2], c2p[2];
@@ -439,7 +447,7 @@ static void *writer_main(void *arg)
 
 START_TEST(test_threaded_fork)
 {
-	struct ep_pool *pool = new_pool();
+	struct ep_pool *pool = new_pool_on(backends[_i]);
 	struct writer w = { .pool = pool };
 	int forks = rel_quick() ? 6 : 40;
 
@@ -500,7 +508,7 @@ END_TEST
  * parent's code intact, and the parent can change it right away. */
 START_TEST(test_child_exits_untouched)
 {
-	struct ep_pool *pool = new_pool();
+	struct ep_pool *pool = new_pool_on(backends[_i]);
 	void *f = jit(pool, 64, 0x51);
 	void *l = jit(pool, LARGE_SIZE, 0x52);
 
@@ -533,16 +541,16 @@ static Suite *fork_suite(void)
 	TCase *tc = tcase_create("fork");
 
 	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_child_rejits_slot, 0, NSIZES);
-	tcase_add_loop_test(tc, test_parent_modifies, 0, NSIZES);
-	tcase_add_loop_test(tc, test_grandchild, 0, NSIZES);
-	tcase_add_test(tc, test_child_exits_untouched);
+	tcase_add_loop_test(tc, test_child_rejits_slot, 0, NSIZES * NBACKENDS);
+	tcase_add_loop_test(tc, test_parent_modifies, 0, NSIZES * NBACKENDS);
+	tcase_add_loop_test(tc, test_grandchild, 0, NSIZES * NBACKENDS);
+	tcase_add_loop_test(tc, test_child_exits_untouched, 0, NBACKENDS);
 	suite_add_tcase(s, tc);
 
 	TCase *tt = tcase_create("threads");
 
 	tcase_set_timeout(tt, 60);
-	tcase_add_test(tt, test_threaded_fork);
+	tcase_add_loop_test(tt, test_threaded_fork, 0, NBACKENDS);
 	suite_add_tcase(s, tt);
 	return s;
 }
