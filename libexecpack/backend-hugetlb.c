@@ -197,11 +197,18 @@ static int hugetlb_fill(struct ep__backend *be, struct ep__region *r, size_t off
 	return ep__memfd_fill(r, off, len, fill, ctx);
 }
 
-/* The private copy after fork() needs a spare huge page per region. */
+/* The private copy after fork() needs a spare huge page per region; an
+ * AUTO pool copies onto 4 KiB pages when there is none, as map() does. */
 static int hugetlb_privatize(struct ep__backend *be, struct ep__region *r)
 {
 	int rc = ep__memfd_privatize(r->handle == REGION_SMALL ? &be->small : &be->kind, r);
 
+	if (rc == -ENOMEM && r->handle == REGION_HUGE && be->fallback) {
+		rc = ep__memfd_privatize(&be->small, r);
+		if (rc == 0)
+			r->handle = REGION_SMALL;
+		return rc;
+	}
 	return rc == -ENOMEM && r->handle == REGION_HUGE ? -ENOSPC : rc;
 }
 
