@@ -94,7 +94,8 @@ static int kmod_open_dev(const char *path, char *why, size_t whylen)
 		int e = errno;
 
 		if (e == ENOENT || e == ENODEV || e == ENXIO)
-			ep__why(why, whylen, "kmod: %s: %s (module not loaded?)", path, strerror(e));
+			ep__why(why, whylen, "kmod: %s: %s (module not loaded?)", path,
+				strerror(e));
 		else
 			ep__why(why, whylen, "kmod: %s: %s", path, strerror(e));
 		return -e;

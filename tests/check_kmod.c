@@ -509,6 +509,81 @@ START_TEST(test_dev_bad_input)
 }
 END_TEST
 
+/*
+ * Threads sharing one open file create, map, copy, destroy and unmap at
+ * once.  Copies read from another pack's mapping whose page tables were
+ * just zapped, so they fault (mmap_lock) while holding the pack's lock,
+ * while the other threads' mmap() calls hold mmap_lock and take the
+ * context's lock: a lock-order mistake in the module hangs here.
+ */
+struct stress {
+	int fd;
+	unsigned seed;
+	int bad;
+};
+
+static void *stress_thread(void *arg)
+{
+	struct stress *st = arg;
+	unsigned char pat = 0xcc, buf[256];
+
+	for (unsigned it = 0; it < 150 && !st->bad; it++) {
+		struct execpack_create a, b;
+
+		if (create(st->fd, 2 * page, &pat, 1, &a) || create(st->fd, page, &pat, 1, &b)) {
+			st->bad = 1;
+			break;
+		}
+		unsigned char *x = mmap(NULL, 2 * page, PROT_READ | PROT_EXEC, MAP_SHARED, st->fd,
+					(off_t)a.cookie);
+		unsigned char *y = mmap(NULL, page, PROT_READ, MAP_SHARED, st->fd, (off_t)b.cookie);
+
+		if (x == MAP_FAILED || y == MAP_FAILED) {
+			st->bad = 2;
+			break;
+		}
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = (unsigned char)(st->seed + it + i);
+		size_t off = (st->seed * 131 + it * 977) % (page - sizeof(buf));
+
+		if (copy_in(st->fd, b.id, off, buf, sizeof(buf)))
+			st->bad = 3;
+		madvise(y, page, MADV_DONTNEED);
+		/* source: the other pack's mapping, faulted in during the copy */
+		if (copy_in(st->fd, a.id, page - 100, y + off, sizeof(buf)))
+			st->bad = 4;
+		if (memcmp(x + page - 100, buf, sizeof(buf)))
+			st->bad = 5;
+		if (destroy(st->fd, b.id) || (it & 1 ? destroy(st->fd, a.id) : 0))
+			st->bad = 6;
+		munmap(y, page);
+		munmap(x, 2 * page);
+		if (!(it & 1) && destroy(st->fd, a.id))
+			st->bad = 7;
+	}
+	return NULL;
+}
+
+START_TEST(test_dev_threads)
+{
+	int fd = dev_open();
+	struct stress st[4];
+	pthread_t t[4];
+	uint64_t base = info(fd).user_used;
+
+	for (unsigned i = 0; i < 4; i++) {
+		st[i] = (struct stress){ .fd = fd, .seed = i * 7919 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, stress_thread, &st[i]), 0);
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(st[i].bad == 0, "thread %u failed at step %d", i, st[i].bad);
+	}
+	ck_assert_uint_eq(info(fd).user_used, base); /* all destroyed and unmapped */
+	close(fd);
+}
+END_TEST
+
 /* Each open is a context: its packs and their charge go with its file. */
 START_TEST(test_dev_context_release)
 {
@@ -654,6 +729,7 @@ static Suite *kmod_suite(void)
 	tcase_add_test(dev, test_dev_copy_and_fill);
 	tcase_add_test(dev, test_dev_bad_input);
 	tcase_add_test(dev, test_dev_context_release);
+	tcase_add_test(dev, test_dev_threads);
 	tcase_add_test(dev, test_dev_user_limit);
 	tcase_add_test(klog, test_nothing_left_charged);
 	tcase_add_test(klog, test_kernel_log_clean);
