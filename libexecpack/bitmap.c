@@ -126,14 +126,14 @@ static uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t
 	return w;
 }
 
-static void leaf_set(struct ep__fit *fit, size_t node, uint64_t w)
+static void leaf_set(struct ep__fit_node *nd, uint64_t w)
 {
 	if (w == 0) {
-		fit->pre[node] = fit->suf[node] = fit->max[node] = 64;
+		nd->pre = nd->suf = nd->max = 64;
 		return;
 	}
-	fit->pre[node] = (uint32_t)__builtin_ctzll(w);
-	fit->suf[node] = (uint32_t)__builtin_clzll(w);
+	nd->pre = (uint32_t)__builtin_ctzll(w);
+	nd->suf = (uint32_t)__builtin_clzll(w);
 	/* longest run of ones in z = ~w, one run per step (w != 0, so z has a
 	 * clear bit and every shift below is by less than 64) */
 	uint64_t z = ~w;
@@ -147,18 +147,27 @@ static void leaf_set(struct ep__fit *fit, size_t node, uint64_t w)
 			m = run;
 		z = run < 64 ? z >> run : 0;
 	}
-	fit->max[node] = m;
+	nd->max = m;
 }
 
-static void node_pull(struct ep__fit *fit, size_t node, uint32_t half)
+/* Recompute a node from its children; returns whether it changed. */
+static bool node_pull(struct ep__fit_node *nodes, size_t node, uint32_t half)
 {
-	size_t l = 2 * node, r = l + 1;
-	uint32_t cross = fit->suf[l] + fit->pre[r];
-	uint32_t m = fit->max[l] > fit->max[r] ? fit->max[l] : fit->max[r];
+	const struct ep__fit_node *l = &nodes[2 * node], *r = l + 1;
+	struct ep__fit_node *nd = &nodes[node];
+	uint32_t cross = l->suf + r->pre;
+	uint32_t m = l->max > r->max ? l->max : r->max;
+	uint32_t pre = l->pre == half ? half + r->pre : l->pre;
+	uint32_t suf = r->suf == half ? half + l->suf : r->suf;
 
-	fit->pre[node] = fit->pre[l] == half ? half + fit->pre[r] : fit->pre[l];
-	fit->suf[node] = fit->suf[r] == half ? half + fit->suf[l] : fit->suf[r];
-	fit->max[node] = cross > m ? cross : m;
+	if (cross > m)
+		m = cross;
+	if (pre == nd->pre && suf == nd->suf && m == nd->max)
+		return false;
+	nd->pre = pre;
+	nd->suf = suf;
+	nd->max = m;
+	return true;
 }
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
@@ -169,29 +178,23 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 		leaves *= 2;
 	fit->nbits = nbits;
 	fit->nleaves = leaves;
-	fit->pre = malloc(2 * leaves * sizeof(uint32_t));
-	fit->suf = malloc(2 * leaves * sizeof(uint32_t));
-	fit->max = malloc(2 * leaves * sizeof(uint32_t));
-	if (!fit->pre || !fit->suf || !fit->max) {
-		ep__fit_destroy(fit);
+	fit->node = calloc(2 * leaves, sizeof(*fit->node));
+	if (!fit->node)
 		return -1;
-	}
 	for (size_t i = 0; i < leaves; i++)
-		leaf_set(fit, leaves + i, leaf_word(fit, map, i));
+		leaf_set(&fit->node[leaves + i], leaf_word(fit, map, i));
 	uint32_t half = 64;
 
 	for (size_t lvl = leaves / 2; lvl >= 1; lvl /= 2, half *= 2)
 		for (size_t node = lvl; node < 2 * lvl; node++)
-			node_pull(fit, node, half);
+			node_pull(fit->node, node, half);
 	return 0;
 }
 
 void ep__fit_destroy(struct ep__fit *fit)
 {
-	free(fit->pre);
-	free(fit->suf);
-	free(fit->max);
-	fit->pre = fit->suf = fit->max = NULL;
+	free(fit->node);
+	fit->node = NULL;
 }
 
 void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
@@ -201,30 +204,37 @@ void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t
 	size_t lo = pos / 64, hi = (pos + n - 1) / 64;
 
 	for (size_t i = lo; i <= hi; i++)
-		leaf_set(fit, fit->nleaves + i, leaf_word(fit, map, i));
+		leaf_set(&fit->node[fit->nleaves + i], leaf_word(fit, map, i));
 	lo += fit->nleaves;
 	hi += fit->nleaves;
+	/* ancestors only change while their children do */
 	for (uint32_t half = 64; lo > 1; half *= 2) {
+		bool changed = false;
+
 		lo /= 2;
 		hi /= 2;
 		for (size_t node = lo; node <= hi; node++)
-			node_pull(fit, node, half);
+			changed |= node_pull(fit->node, node, half);
+		if (!changed)
+			break;
 	}
 }
 
 size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n)
 {
-	if (n == 0 || fit->max[1] < n)
+	const struct ep__fit_node *nd = fit->node;
+
+	if (n == 0 || nd[1].max < n)
 		return fit->nbits;
 	size_t node = 1, start = 0, span = fit->nleaves * 64;
 
 	while (node < fit->nleaves) {
 		size_t l = 2 * node, half = span / 2;
 
-		if (fit->max[l] >= n) {
+		if (nd[l].max >= n) {
 			node = l;
-		} else if (fit->suf[l] + fit->pre[l + 1] >= n) {
-			return start + half - fit->suf[l]; /* the run straddles the halves */
+		} else if (nd[l].suf + nd[l + 1].pre >= n) {
+			return start + half - nd[l].suf; /* the run straddles the halves */
 		} else {
 			node = l + 1;
 			start += half;

@@ -45,10 +45,14 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
  * a leaf is one 64-bit word.  After changing bits [pos, pos+n) of the map,
  * call ep__fit_update() for that range.
  */
+struct ep__fit_node {
+	uint32_t pre, suf, max;
+};
+
 struct ep__fit {
 	size_t nbits;
-	size_t nleaves; /* words, rounded up to a power of two */
-	uint32_t *pre, *suf, *max; /* 2 * nleaves entries, node 1 is the root */
+	size_t nleaves;            /* words, rounded up to a power of two */
+	struct ep__fit_node *node; /* 2 * nleaves entries, node 1 is the root */
 };
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits);
@@ -57,7 +61,7 @@ void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t
 /* Longest clear run anywhere in the map. */
 static inline size_t ep__fit_longest(const struct ep__fit *fit)
 {
-	return fit->max[1];
+	return fit->node[1].max;
 }
 /* Lowest index of a run of n clear bits (first fit); nbits when none. */
 size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n);

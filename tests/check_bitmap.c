@@ -176,9 +176,9 @@ START_TEST(test_fit_tree_vs_model)
 
 		ck_assert_int_eq(ep__fit_init(&fresh, map, nbits), 0);
 		for (size_t i = 1; i < 2 * fit.nleaves; i++) {
-			ck_assert_uint_eq(fresh.pre[i], fit.pre[i]);
-			ck_assert_uint_eq(fresh.suf[i], fit.suf[i]);
-			ck_assert_uint_eq(fresh.max[i], fit.max[i]);
+			ck_assert_uint_eq(fresh.node[i].pre, fit.node[i].pre);
+			ck_assert_uint_eq(fresh.node[i].suf, fit.node[i].suf);
+			ck_assert_uint_eq(fresh.node[i].max, fit.node[i].max);
 		}
 		ep__fit_destroy(&fresh);
 		ep__fit_destroy(&fit);
