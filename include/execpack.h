@@ -132,6 +132,51 @@ EP_API const char *ep_pool_reasons(const struct ep_pool *pool);
 EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg,
 			    char *why, size_t whylen);
 
+/* ---- diagnostics: names for JIT code (ep_set_name(3), ep_symbolize(3)) ---- */
+
+/* Longest name ep_set_name() takes, in bytes, without the NUL. */
+#define EP_NAME_MAX 255
+
+/*
+ * Name the live allocation that starts at exec (its image.exec).  The name
+ * is copied; naming again renames.  Named code is found by ep_symbolize(),
+ * registered with libunwind (when built with it) once finalized, and listed
+ * in /tmp/perf-<pid>.map with EP_F_PERFMAP or EXECPACK_PERFMAP=1.
+ */
+EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
+
+/* ep_set_unwind() kinds: what libunwind is told about an allocation. */
+#define EP_UNWIND_NAME     0 /* name only: unw_get_proc_name() names the frame;
+				stepping uses the frame pointer (default) */
+#define EP_UNWIND_DWARF_FP 1 /* CFI for "push rbp; mov rbp, rsp" at offset 0:
+				stepping by DWARF, no name from libunwind */
+#define EP_UNWIND_DWARF_SP 2 /* CFI for code without a frame pointer that
+				lowers rsp by frame bytes in its first
+				prologue bytes: stepping by DWARF, no name */
+
+/*
+ * How libunwind should unwind the allocation at exec (see ep_set_unwind(3));
+ * EXECPACK_UNWIND=dwarf makes EP_UNWIND_DWARF_FP the default.  -EOPNOTSUPP
+ * for the DWARF kinds when the library was built without libunwind.
+ */
+EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
+			 size_t frame);
+
+/*
+ * The name of the named, live JIT code that contains addr, in any pool, and
+ * addr's offset from its start.  Lock-free and async-signal-safe.  0, or
+ * -ENOENT (not named JIT code), -ERANGE (buf too small: truncated, still
+ * NUL-terminated; *offset is set).
+ */
+EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset);
+
+/*
+ * Write a backtrace of the calling thread to fd, JIT frames named through
+ * ep_symbolize().  For crash handlers: no malloc, write(2) only.  Returns
+ * the number of frames written or -errno.
+ */
+EP_API int ep_backtrace(int fd);
+
 /* Text for a negative errno returned by this library; never NULL. */
 EP_API const char *ep_strerror(int err);
 

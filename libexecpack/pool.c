@@ -38,6 +38,7 @@
 #endif
 
 #include "bitmap.h"
+#include "diag.h"
 #include "execpack.h"
 #include "internal.h"
 
@@ -56,6 +57,7 @@ struct ep__alloc {
 	size_t reserved;         /* bytes reserved and charged */
 	size_t offset;           /* exec - reservation start (EP_F_RANDOMIZE) */
 	unsigned char *staging;  /* reserved bytes; NULL once finalized */
+	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
 };
 
 struct ep__pack {
@@ -713,6 +715,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 	for (size_t i = 0; i <= pool->hash_mask; i++) {
 		for (struct ep__alloc *a = pool->hash[i], *n; a; a = n) {
 			n = a->hnext;
+			ep__diag_forget(&a->diag); /* diag.c: name, libunwind */
 			if (!a->pack)
 				region_drop(pool, &a->large);
 			free(a->staging);
@@ -729,6 +732,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 		free(p->start);
 		free(p);
 	}
+	ep__diag_pool_destroy(pool); /* diag.c: the pool's memcheck mempool */
 	pool->ops->close(pool->be);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->ranges);
@@ -817,6 +821,7 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 	out->exec = a->exec;
 	out->rw = a->staging + a->offset;
 	out->size = reserved - a->offset;
+	ep__diag_alloc(pool, a->exec, out->size); /* diag.c: memcheck mempool chunk */
 	pthread_mutex_unlock(&pool->lock);
 	return 0;
 fail:
@@ -882,6 +887,9 @@ EP_API int ep_finalize(struct ep_pool *pool, void *exec)
 	code_changed((void *)a->key, a->reserved);
 	free(a->staging);
 	a->staging = NULL;
+	/* diag.c: libunwind registration, perf map */
+	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			  pool->flags);
 out:
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
@@ -924,6 +932,9 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 		region_drop(pool, &a->large);
 		code_changed(a->large.exec, a->large.size);
 	}
+	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
+	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+		      a->pack == NULL);
 	hash_remove(pool, a);
 	pool->charged -= a->reserved;
 	free(a->staging);
@@ -985,4 +996,61 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 		ep__why(why, whylen, "%s", probe.ops->name);
 	probe.ops->close(probe.be);
 	return 0;
+}
+
+/* ---- diagnostics (diag.c) -------------------------------------------------- */
+
+/* Resolve exec to a live allocation and call diag.c with the pool locked. */
+EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
+{
+	if (!pool || !exec || !name)
+		return -EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	struct ep__alloc *a = alloc_exact(pool, exec);
+	int rc = a ? ep__diag_set_name(pool, &a->diag, exec,
+				       a->key + a->reserved - (uintptr_t)exec, !a->staging,
+				       pool->flags, name)
+		   : -EINVAL;
+
+	pthread_mutex_unlock(&pool->lock);
+	return rc;
+}
+
+EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
+			 size_t frame)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	struct ep__alloc *a = alloc_exact(pool, exec);
+	int rc = a ? ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
+					 !a->staging, kind, prologue, frame)
+		   : -EINVAL;
+
+	pthread_mutex_unlock(&pool->lock);
+	return rc;
+}
+
+/*
+ * Under Valgrind, at exit (diag.c's destructor): the pool's own copies of
+ * the addresses it handed out are made invisible to memcheck's leak scan,
+ * so that an allocation the program lost is reported "definitely lost".
+ */
+void ep__pool_hide_from_leak_check(void)
+{
+	pthread_mutex_lock(&g_pools_lock);
+	for (struct ep_pool *p = g_pools; p; p = p->gnext) {
+		for (size_t i = 0; i < p->nranges; i++)
+			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
+		for (struct ep__pack *k = p->head; k; k = k->next)
+			ep__diag_hide_word(&k->r.exec, sizeof(k->r.exec));
+		for (size_t i = 0; i <= p->hash_mask; i++) {
+			for (struct ep__alloc *a = p->hash[i]; a; a = a->hnext) {
+				ep__diag_hide_word(&a->key, sizeof(a->key));
+				ep__diag_hide_word(&a->exec, sizeof(a->exec));
+				ep__diag_hide_word(&a->large.exec, sizeof(a->large.exec));
+			}
+		}
+	}
+	pthread_mutex_unlock(&g_pools_lock);
 }

@@ -1,0 +1,114 @@
+/*
+ * crash-handler.c - a SIGTRAP/SIGSEGV handler that names the JIT code a
+ * program crashed in, with ep_symbolize() and ep_backtrace().
+ *
+ * The JIT program "bpf_prog_x" is 0x1c bytes of code that does not return
+ * (a frame set-up and padding); execution runs on into the INT3 fill after
+ * it, and the handler prints
+ *     SIGTRAP in JIT code bpf_prog_x+0x1c
+ * and a backtrace, then exits with status 128+signal.
+ *
+ * Everything the handler does is async-signal-safe: no stdio, no malloc.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "execpack.h"
+
+static void say(const char *s)
+{
+	if (write(2, s, strlen(s)) < 0) {
+		/* nowhere to report it */
+	}
+}
+
+static void say_hex(uintptr_t v)
+{
+	char t[19];
+	int i = sizeof(t) - 1;
+
+	t[i] = 0;
+	do {
+		t[--i] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	t[--i] = 'x';
+	t[--i] = '0';
+	say(t + i);
+}
+
+static void on_crash(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	char name[EP_NAME_MAX + 1];
+	size_t off;
+
+	(void)si;
+	/* after an INT3 the saved pc is one past it: name the trap itself */
+	if (sig == SIGTRAP)
+		pc -= 1;
+	say(sig == SIGTRAP ? "SIGTRAP" : sig == SIGSEGV ? "SIGSEGV" : "signal");
+	int rc = ep_symbolize((const void *)pc, name, sizeof(name), &off);
+
+	if (rc == 0 || rc == -ERANGE) {
+		say(" in JIT code ");
+		say(name);
+		say("+");
+		say_hex(off);
+	} else {
+		say(" at ");
+		say_hex(pc);
+		say(" (not JIT code)");
+	}
+	say("\nbacktrace:\n");
+	ep_backtrace(2);
+	_exit(128 + sig);
+}
+
+int main(void)
+{
+	static const unsigned char prologue[] = { 0x55, 0x48, 0x89, 0xe5 }; /* push rbp; mov rbp,rsp */
+	struct ep_pool *pool;
+	struct ep_image img;
+	struct sigaction sa;
+	int rc;
+
+	if ((rc = ep_pool_create(NULL, &pool)) != 0) {
+		printf("SKIP: ep_pool_create: %s\n", ep_strerror(rc));
+		return 77;
+	}
+	if ((rc = ep_alloc(pool, 0x1c, &img)) != 0) {
+		printf("ep_alloc: %s\n", ep_strerror(rc));
+		return 1;
+	}
+	memcpy(img.rw, prologue, sizeof(prologue));
+	memset((unsigned char *)img.rw + sizeof(prologue), 0x90, 0x1c - sizeof(prologue)); /* nop */
+	if ((rc = ep_finalize(pool, img.exec)) != 0 ||
+	    (rc = ep_set_name(pool, img.exec, "bpf_prog_x")) != 0) {
+		printf("ep_finalize/ep_set_name: %s\n", ep_strerror(rc));
+		return 1;
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_crash;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTRAP, &sa, NULL);
+	sigaction(SIGSEGV, &sa, NULL);
+
+	void (*prog)(void);
+
+	memcpy(&prog, &img.exec, sizeof(prog));
+	printf("running bpf_prog_x at %p\n", img.exec);
+	fflush(stdout);
+	prog(); /* runs into the INT3 fill at +0x1c */
+	printf("bpf_prog_x returned?\n");
+	return 1;
+}

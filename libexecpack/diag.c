@@ -1,0 +1,800 @@
+/*
+ * diag.c - names and diagnostics for JIT code.
+ *
+ *   - a process-wide table of named ranges that ep_symbolize() reads
+ *     without locks or allocation (usable from a signal handler);
+ *   - libunwind registration of finalized named code (libunwind's dynamic
+ *     "procedure info" for names, or generated DWARF CFI for stepping);
+ *   - perf's /tmp/perf-<pid>.map;
+ *   - Valgrind memcheck client requests: every allocation is a chunk of a
+ *     memcheck mempool anchored at its pool, so that JIT code the program
+ *     loses is reported as "definitely lost";
+ *   - ep_backtrace() for crash handlers.
+ *
+ * The symbol table.  Slots live in segments that are allocated on demand
+ * and never freed (segment k holds SEG0 << k slots), so a reader can walk
+ * them at any time.  Each slot is a sequence lock: a writer (always holding
+ * g_lock) makes the sequence odd, stores the range and name with relaxed
+ * atomic stores, and makes it even again; a reader copies the slot and
+ * keeps the copy only if it saw the same even sequence before and after.
+ * A reader never waits for a writer for long: a slot that stays odd (its
+ * writer was interrupted by the very signal handler that is reading) is
+ * skipped after a few tries.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/valgrind.h>
+#endif
+#ifdef HAVE_VALGRIND_MEMCHECK_H
+#include <valgrind/memcheck.h>
+#include <valgrind/helgrind.h>
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+#ifndef VALGRIND_CREATE_MEMPOOL
+#define VALGRIND_CREATE_MEMPOOL(pool, rz, zeroed) ((void)0)
+#define VALGRIND_DESTROY_MEMPOOL(pool) ((void)0)
+#define VALGRIND_MEMPOOL_ALLOC(pool, addr, size) ((void)0)
+#define VALGRIND_MEMPOOL_FREE(pool, addr) ((void)0)
+#define VALGRIND_MEMPOOL_EXISTS(pool) 0
+#define VALGRIND_MAKE_MEM_DEFINED(addr, len) ((void)0)
+#define VALGRIND_MAKE_MEM_UNDEFINED(addr, len) ((void)0)
+#endif
+#ifndef VALGRIND_HG_DISABLE_CHECKING
+#define VALGRIND_HG_DISABLE_CHECKING(addr, len) ((void)0)
+#endif
+
+#ifdef HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
+
+#include "diag.h"
+#include "execpack.h"
+#include "internal.h"
+
+/* ---- the symbol table ------------------------------------------------------ */
+
+#define NAME_WORDS ((EP_NAME_MAX + 1) / 8)
+#define SEG0 64
+#define NSEG 26
+
+struct sym_slot {
+	unsigned long seq; /* odd while a writer is changing the slot */
+	uintptr_t lo, hi;  /* hi == 0: empty */
+	uint64_t name[NAME_WORDS];
+};
+
+static struct sym_slot *g_seg[NSEG]; /* atomic pointers, set once each */
+static size_t g_high;                /* atomic: slots [0, g_high) may be in use */
+
+/* Writers only, under g_lock. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t *g_free_slots, g_nfree, g_capfree;
+
+static size_t seg_start(unsigned k)
+{
+	return (size_t)SEG0 * (((size_t)1 << k) - 1);
+}
+
+static struct sym_slot *slot_at(size_t i)
+{
+	size_t q = i / SEG0 + 1;
+	unsigned k = (unsigned)(63 - __builtin_clzl(q));
+	struct sym_slot *seg = __atomic_load_n(&g_seg[k], __ATOMIC_ACQUIRE);
+
+	return seg ? &seg[i - seg_start(k)] : NULL;
+}
+
+/* A free slot index, or SIZE_MAX without memory.  g_lock held. */
+static size_t slot_get(void)
+{
+	if (g_nfree)
+		return g_free_slots[--g_nfree];
+
+	size_t i = __atomic_load_n(&g_high, __ATOMIC_RELAXED);
+	size_t q = i / SEG0 + 1;
+	unsigned k = (unsigned)(63 - __builtin_clzl(q));
+
+	if (k >= NSEG)
+		return SIZE_MAX;
+	if (!__atomic_load_n(&g_seg[k], __ATOMIC_RELAXED)) {
+		size_t n = (size_t)SEG0 << k;
+		struct sym_slot *seg = calloc(n, sizeof(*seg));
+
+		if (!seg)
+			return SIZE_MAX;
+		/* lock-free by design (sequence locks): not for helgrind to judge */
+		VALGRIND_HG_DISABLE_CHECKING(seg, n * sizeof(*seg));
+		__atomic_store_n(&g_seg[k], seg, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&g_high, i + 1, __ATOMIC_RELEASE);
+	return i;
+}
+
+static int slot_put(size_t i)
+{
+	if (g_nfree == g_capfree) {
+		size_t nc = g_capfree ? g_capfree * 2 : 64;
+		size_t *nf = realloc(g_free_slots, nc * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		g_free_slots = nf;
+		g_capfree = nc;
+	}
+	g_free_slots[g_nfree++] = i;
+	return 0;
+}
+
+/* Publish [lo, hi) with name (NULL: empty the slot).  g_lock held. */
+static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const char *name)
+{
+	unsigned long q = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+	uint64_t w[NAME_WORDS];
+
+	memset(w, 0, sizeof(w));
+	if (name)
+		memcpy(w, name, strlen(name));
+	__atomic_store_n(&s->seq, q + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&s->lo, name ? lo : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->hi, name ? hi : 0, __ATOMIC_RELAXED);
+	for (size_t j = 0; j < NAME_WORDS; j++)
+		__atomic_store_n(&s->name[j], w[j], __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seq, q + 2, __ATOMIC_RELEASE);
+}
+
+/*
+ * Look addr up in slot s: 1 and a copy of the name when it is there, 0 when
+ * not (or when its writer does not finish in time).  No locks, no calls.
+ */
+static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out,
+		     uint64_t name[NAME_WORDS])
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		unsigned long q1 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+
+		if (q1 & 1)
+			continue;
+		uintptr_t lo = __atomic_load_n(&s->lo, __ATOMIC_RELAXED);
+		uintptr_t hi = __atomic_load_n(&s->hi, __ATOMIC_RELAXED);
+		bool in = addr >= lo && addr < hi;
+
+		if (in)
+			for (size_t j = 0; j < NAME_WORDS; j++)
+				name[j] = __atomic_load_n(&s->name[j], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != q1)
+			continue;
+		*lo_out = lo;
+		return in;
+	}
+	return 0;
+}
+
+EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset)
+{
+	uintptr_t a = (uintptr_t)addr, lo = 0;
+	uint64_t name[NAME_WORDS];
+	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
+
+	for (size_t i = 0; i < high; i++) {
+		const struct sym_slot *s = slot_at(i);
+
+		if (!s || !slot_read(s, a, &lo, name))
+			continue;
+		const char *n = (const char *)name;
+		size_t nl = 0;
+
+		while (nl < sizeof(name) && n[nl])
+			nl++;
+		if (offset)
+			*offset = (size_t)(a - lo);
+		if (!buf || len == 0)
+			return -ERANGE;
+		if (nl >= len) {
+			memcpy(buf, n, len - 1);
+			buf[len - 1] = 0;
+			return -ERANGE;
+		}
+		memcpy(buf, n, nl);
+		buf[nl] = 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* ---- per-allocation records -------------------------------------------- */
+
+struct ep__diag {
+	struct ep__diag *next, *prev; /* all records, for the exit-time leak hiding */
+	size_t slot;                  /* SIZE_MAX: not in the table */
+	char *name;                   /* NULL: unnamed */
+	bool finalized;
+	int kind; /* EP_UNWIND_* */
+	size_t prologue, frame;
+#ifdef HAVE_LIBUNWIND
+	bool registered;
+	unw_dyn_info_t di;
+	uint64_t *cfi; /* DWARF kinds: search table, CIE and FDE */
+#endif
+};
+
+static struct ep__diag *g_records; /* g_lock */
+
+static int default_unwind_kind(void)
+{
+	static int kind = -1;
+	int k = __atomic_load_n(&kind, __ATOMIC_RELAXED);
+
+	if (k < 0) {
+		const char *e = getenv("EXECPACK_UNWIND");
+
+		k = e && !strcmp(e, "dwarf") ? EP_UNWIND_DWARF_FP : EP_UNWIND_NAME;
+		__atomic_store_n(&kind, k, __ATOMIC_RELAXED);
+	}
+	return k;
+}
+
+/* The record of an allocation, created on first use.  g_lock held. */
+static struct ep__diag *record_get(struct ep__diag **d)
+{
+	if (*d)
+		return *d;
+	struct ep__diag *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->slot = SIZE_MAX;
+	r->kind = default_unwind_kind();
+	r->next = g_records;
+	if (g_records)
+		g_records->prev = r;
+	g_records = r;
+	*d = r;
+	return r;
+}
+
+#ifdef HAVE_LIBUNWIND
+/* ---- libunwind ------------------------------------------------------------- */
+
+static size_t put_uleb(unsigned char *p, size_t v)
+{
+	size_t n = 0;
+
+	do {
+		unsigned char b = v & 0x7f;
+
+		v >>= 7;
+		p[n++] = b | (v ? 0x80 : 0);
+	} while (v);
+	return n;
+}
+
+static size_t put_advance(unsigned char *p, size_t delta)
+{
+	if (delta < 0x40) {
+		p[0] = (unsigned char)(0x40 | delta); /* DW_CFA_advance_loc */
+		return 1;
+	}
+	if (delta <= 0xffff) {
+		uint16_t v = (uint16_t)delta;
+
+		p[0] = 0x03; /* DW_CFA_advance_loc2 */
+		memcpy(p + 1, &v, 2);
+		return 3;
+	}
+	uint32_t v = (uint32_t)delta;
+
+	p[0] = 0x04; /* DW_CFA_advance_loc4 */
+	memcpy(p + 1, &v, 4);
+	return 5;
+}
+
+/*
+ * .eh_frame-format CFI for one procedure, laid out as libunwind's
+ * UNW_INFO_FORMAT_IP_OFFSET expects: a one-entry search table (start offset
+ * from start_ip, FDE offset from segbase), then the CIE and the FDE;
+ * segbase is the start of the buffer.
+ */
+static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prologue,
+			   size_t frame)
+{
+	unsigned char b[128];
+	size_t n = 8, cie = 8, fde, len_at;
+
+	memset(b, 0, sizeof(b));
+	/* CIE: version 1, "zR", code align 1, data align -8, RA column 16 */
+	n += 4;                            /* length, below */
+	memset(b + n, 0, 4), n += 4;       /* CIE id */
+	b[n++] = 1;
+	memcpy(b + n, "zR", 3), n += 3;
+	b[n++] = 1;    /* code alignment */
+	b[n++] = 0x78; /* data alignment -8 */
+	b[n++] = 16;   /* return address: rip */
+	b[n++] = 1;    /* augmentation data length */
+	b[n++] = 0x00; /* FDE pointers: DW_EH_PE_absptr */
+	b[n++] = 0x0c, b[n++] = 7, b[n++] = 8; /* DW_CFA_def_cfa rsp+8 */
+	b[n++] = 0x90, b[n++] = 1;            /* DW_CFA_offset rip at cfa-8 */
+	n = (n + 7) & ~(size_t)7;              /* DW_CFA_nop padding */
+	uint32_t l32 = (uint32_t)(n - cie - 4);
+
+	memcpy(b + cie, &l32, 4);
+
+	fde = n;
+	n += 4; /* length */
+	l32 = (uint32_t)(n - cie);
+	memcpy(b + n, &l32, 4), n += 4; /* CIE pointer: back to the CIE */
+	uint64_t v = start;
+
+	memcpy(b + n, &v, 8), n += 8;
+	v = size;
+	memcpy(b + n, &v, 8), n += 8;
+	b[n++] = 0; /* augmentation data length */
+	len_at = n;
+	if (kind == EP_UNWIND_DWARF_FP) {
+		/* push rbp; mov rbp, rsp */
+		n += put_advance(b + n, 1);
+		b[n++] = 0x0e, b[n++] = 16; /* DW_CFA_def_cfa_offset 16 */
+		b[n++] = 0x86, b[n++] = 2;  /* DW_CFA_offset rbp at cfa-16 */
+		n += put_advance(b + n, 3);
+		b[n++] = 0x0d, b[n++] = 6; /* DW_CFA_def_cfa_register rbp */
+	} else if (frame) {
+		if (prologue)
+			n += put_advance(b + n, prologue);
+		b[n++] = 0x0e; /* DW_CFA_def_cfa_offset 8+frame */
+		n += put_uleb(b + n, 8 + frame);
+	}
+	(void)len_at;
+	n = (n + 7) & ~(size_t)7;
+	l32 = (uint32_t)(n - fde - 4);
+	memcpy(b + fde, &l32, 4);
+
+	uint64_t *out = malloc(n);
+
+	if (!out)
+		return NULL;
+	int32_t ent[2] = { 0, (int32_t)fde }; /* table: start offset 0, FDE */
+
+	memcpy(b, ent, sizeof(ent));
+	memcpy(out, b, n);
+	return out;
+}
+
+static void unw_unregister(struct ep__diag *r)
+{
+	if (r->registered)
+		_U_dyn_cancel(&r->di);
+	r->registered = false;
+	free(r->cfi);
+	r->cfi = NULL;
+}
+
+/* (Re)register a finalized allocation.  g_lock held. */
+static void unw_register(struct ep__diag *r, void *exec, size_t size)
+{
+	unw_unregister(r);
+	if (!r->finalized || (!r->name && r->kind == EP_UNWIND_NAME))
+		return;
+	memset(&r->di, 0, sizeof(r->di));
+	r->di.start_ip = (unw_word_t)(uintptr_t)exec;
+	r->di.end_ip = (unw_word_t)(uintptr_t)exec + size;
+	if (r->kind == EP_UNWIND_NAME) {
+		r->di.format = UNW_INFO_FORMAT_DYNAMIC;
+		r->di.u.pi.name_ptr = (unw_word_t)(uintptr_t)r->name;
+	} else {
+		r->cfi = cfi_build((uintptr_t)exec, size, r->kind, r->prologue, r->frame);
+		if (!r->cfi)
+			return; /* no memory: the code is simply not described */
+		r->di.format = UNW_INFO_FORMAT_IP_OFFSET;
+		r->di.u.rti.name_ptr = (unw_word_t)(uintptr_t)(r->name ? r->name : "");
+		r->di.u.rti.segbase = (unw_word_t)(uintptr_t)r->cfi;
+		r->di.u.rti.table_len = 1; /* in words: one 8-byte entry */
+		r->di.u.rti.table_data = (unw_word_t)(uintptr_t)r->cfi;
+	}
+	_U_dyn_register(&r->di);
+	r->registered = true;
+}
+#else
+static void unw_unregister(struct ep__diag *r)
+{
+	(void)r;
+}
+
+static void unw_register(struct ep__diag *r, void *exec, size_t size)
+{
+	(void)r, (void)exec, (void)size;
+}
+#endif
+
+/* ---- perf map -------------------------------------------------------------- */
+
+static bool perfmap_wanted(unsigned pool_flags)
+{
+	static int env = -1;
+	int e = __atomic_load_n(&env, __ATOMIC_RELAXED);
+
+	if (pool_flags & EP_F_PERFMAP)
+		return true;
+	if (e < 0) {
+		const char *s = getenv("EXECPACK_PERFMAP");
+
+		e = s && *s && strcmp(s, "0") != 0;
+		__atomic_store_n(&env, e, __ATOMIC_RELAXED);
+	}
+	return e;
+}
+
+/* Append "START SIZE name" to /tmp/perf-<pid>.map, one write(2) per line. */
+static void perfmap_append(const void *exec, size_t size, const char *name)
+{
+	char path[64], line[EP_NAME_MAX + 48];
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return;
+	int n = snprintf(line, sizeof(line), "%lx %zx %s\n", (unsigned long)(uintptr_t)exec,
+			 size, name);
+
+	if (n > 0 && (size_t)n < sizeof(line) && write(fd, line, (size_t)n) < 0) {
+		/* nothing to do: perf maps are best effort */
+	}
+	close(fd);
+}
+
+/* ---- hooks from pool.c ----------------------------------------------------- */
+
+void ep__diag_alloc(struct ep_pool *pool, void *exec, size_t size)
+{
+	if (!RUNNING_ON_VALGRIND)
+		return;
+	/* one mempool per pool; its chunks are defined (is_zeroed) since the
+	 * exec view always holds the trap fill or code */
+	if (!VALGRIND_MEMPOOL_EXISTS(pool))
+		VALGRIND_CREATE_MEMPOOL(pool, 0, 1);
+	VALGRIND_MEMPOOL_ALLOC(pool, exec, size);
+}
+
+void ep__diag_finalize(struct ep_pool *pool, struct ep__diag **d, void *exec, size_t size,
+		       unsigned pool_flags)
+{
+	(void)pool;
+	VALGRIND_MAKE_MEM_DEFINED(exec, size);
+	if (!*d)
+		return;
+	pthread_mutex_lock(&g_lock);
+	struct ep__diag *r = *d;
+
+	r->finalized = true;
+	unw_register(r, exec, size);
+	if (r->name && perfmap_wanted(pool_flags))
+		perfmap_append(exec, size, r->name);
+	pthread_mutex_unlock(&g_lock);
+}
+
+static void record_drop(struct ep__diag **d)
+{
+	struct ep__diag *r = *d;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&g_lock);
+	unw_unregister(r);
+	if (r->slot != SIZE_MAX) {
+		slot_write(slot_at(r->slot), 0, 0, NULL);
+		if (slot_put(r->slot) != 0) {
+			/* no memory for the free list: the empty slot is lost, harmless */
+		}
+	}
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		g_records = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	pthread_mutex_unlock(&g_lock);
+	free(r->name);
+	free(r);
+	*d = NULL;
+}
+
+void ep__diag_free(struct ep_pool *pool, struct ep__diag **d, void *exec, size_t size,
+		   bool unmapped)
+{
+	record_drop(d);
+	if (!RUNNING_ON_VALGRIND)
+		return;
+	VALGRIND_MEMPOOL_FREE(pool, exec);
+	/* the trap fill stays readable, as it is without Valgrind */
+	if (!unmapped)
+		VALGRIND_MAKE_MEM_DEFINED(exec, size);
+}
+
+void ep__diag_forget(struct ep__diag **d)
+{
+	record_drop(d);
+}
+
+void ep__diag_pool_destroy(struct ep_pool *pool)
+{
+	if (RUNNING_ON_VALGRIND && VALGRIND_MEMPOOL_EXISTS(pool))
+		VALGRIND_DESTROY_MEMPOOL(pool);
+}
+
+static int name_check(const char *name)
+{
+	if (!name || !*name)
+		return -EINVAL;
+	size_t n = strnlen(name, EP_NAME_MAX + 1);
+
+	if (n > EP_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '\n', n))
+		return -EINVAL; /* one line per symbol in perf maps */
+	return 0;
+}
+
+int ep__diag_set_name(struct ep_pool *pool, struct ep__diag **d, void *exec, size_t size,
+		      bool finalized, unsigned pool_flags, const char *name)
+{
+	int rc = name_check(name);
+
+	if (rc)
+		return rc;
+	char *copy = strdup(name);
+
+	if (!copy)
+		return -ENOMEM;
+	(void)pool;
+	pthread_mutex_lock(&g_lock);
+	struct ep__diag *r = record_get(d);
+
+	if (!r) {
+		pthread_mutex_unlock(&g_lock);
+		free(copy);
+		return -ENOMEM;
+	}
+	if (r->slot == SIZE_MAX && (r->slot = slot_get()) == SIZE_MAX) {
+		pthread_mutex_unlock(&g_lock);
+		free(copy);
+		return -ENOMEM;
+	}
+	slot_write(slot_at(r->slot), (uintptr_t)exec, (uintptr_t)exec + size, copy);
+	r->finalized = finalized;
+	unw_unregister(r); /* it points at the old name */
+	free(r->name);
+	r->name = copy;
+	unw_register(r, exec, size);
+	if (finalized && perfmap_wanted(pool_flags))
+		perfmap_append(exec, size, copy);
+	pthread_mutex_unlock(&g_lock);
+	return 0;
+}
+
+int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool finalized, int kind,
+			size_t prologue, size_t frame)
+{
+	switch (kind) {
+	case EP_UNWIND_NAME:
+	case EP_UNWIND_DWARF_FP:
+		if (prologue || frame)
+			return -EINVAL;
+		break;
+	case EP_UNWIND_DWARF_SP:
+		if (prologue > size || frame > ((size_t)1 << 30) || frame % 8)
+			return -EINVAL;
+		break;
+	default:
+		return -EINVAL;
+	}
+#ifndef HAVE_LIBUNWIND
+	(void)d, (void)exec, (void)finalized;
+	return kind == EP_UNWIND_NAME ? 0 : -EOPNOTSUPP;
+#else
+	pthread_mutex_lock(&g_lock);
+	struct ep__diag *r = record_get(d);
+
+	if (!r) {
+		pthread_mutex_unlock(&g_lock);
+		return -ENOMEM;
+	}
+	r->kind = kind;
+	r->prologue = prologue;
+	r->frame = frame;
+	r->finalized = finalized;
+	unw_register(r, exec, size);
+	pthread_mutex_unlock(&g_lock);
+	return 0;
+#endif
+}
+
+/* ---- memcheck leak reports ------------------------------------------------- */
+
+void ep__diag_hide_word(const void *addr, size_t len)
+{
+	VALGRIND_MAKE_MEM_UNDEFINED(addr, len);
+	(void)addr, (void)len;
+}
+
+/*
+ * Memcheck checks for leaks after the process has exited.  The library's
+ * own records hold the address of every allocation, which would make a
+ * lost one "still reachable"; undefined words are not pointers to the leak
+ * scan, so at exit, and under Valgrind only, they are marked so.  Nothing
+ * reads them after this (a pool call made after the library's destructors
+ * would get "uninitialised value" reports).
+ */
+__attribute__((destructor)) static void diag_at_exit(void)
+{
+	if (!RUNNING_ON_VALGRIND)
+		return;
+	ep__pool_hide_from_leak_check();
+	pthread_mutex_lock(&g_lock);
+	for (struct ep__diag *r = g_records; r; r = r->next) {
+#ifdef HAVE_LIBUNWIND
+		ep__diag_hide_word(&r->di.start_ip, sizeof(r->di.start_ip));
+		ep__diag_hide_word(&r->di.end_ip, sizeof(r->di.end_ip));
+#endif
+	}
+	size_t high = __atomic_load_n(&g_high, __ATOMIC_RELAXED);
+
+	for (size_t i = 0; i < high; i++) {
+		struct sym_slot *s = slot_at(i);
+
+		ep__diag_hide_word(&s->lo, 2 * sizeof(uintptr_t));
+	}
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* ---- ep_backtrace ---------------------------------------------------------- */
+
+struct out {
+	int fd;
+	int err;
+	char buf[512];
+	size_t n;
+};
+
+static void out_flush(struct out *o)
+{
+	size_t done = 0;
+
+	while (done < o->n) {
+		ssize_t w = write(o->fd, o->buf + done, o->n - done);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			o->err = -errno;
+			break;
+		}
+		done += (size_t)w;
+	}
+	o->n = 0;
+}
+
+static void out_str(struct out *o, const char *s)
+{
+	for (; *s; s++) {
+		if (o->n == sizeof(o->buf))
+			out_flush(o);
+		o->buf[o->n++] = *s;
+	}
+}
+
+static void out_hex(struct out *o, uintptr_t v)
+{
+	char t[2 + 16 + 1];
+	int i = (int)sizeof(t) - 1;
+
+	t[i] = 0;
+	do {
+		t[--i] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	t[--i] = 'x';
+	t[--i] = '0';
+	out_str(o, t + i);
+}
+
+static void out_dec(struct out *o, unsigned v)
+{
+	char t[12];
+	int i = (int)sizeof(t) - 1;
+
+	t[i] = 0;
+	do {
+		t[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	out_str(o, t + i);
+}
+
+/* One line: "#N 0xIP in name+0xOFF [jit]".  lookup is ip for the
+ * interrupted frame, ip-1 for return addresses (still inside the call). */
+static void out_frame(struct out *o, unsigned n, uintptr_t ip, uintptr_t lookup,
+		      const char *other, uintptr_t other_off)
+{
+	char name[EP_NAME_MAX + 1];
+	size_t off = 0;
+	int rc = ep_symbolize((const void *)lookup, name, sizeof(name), &off);
+
+	out_str(o, "#");
+	out_dec(o, n);
+	out_str(o, " ");
+	out_hex(o, ip);
+	if (rc == 0 || rc == -ERANGE) {
+		out_str(o, " in ");
+		out_str(o, name);
+		out_str(o, "+");
+		out_hex(o, off + (ip - lookup));
+		out_str(o, " [jit]");
+	} else if (other) {
+		out_str(o, " in ");
+		out_str(o, other);
+		out_str(o, "+");
+		out_hex(o, other_off);
+	}
+	out_str(o, "\n");
+}
+
+EP_API int ep_backtrace(int fd)
+{
+	struct out o = { .fd = fd };
+	unsigned n = 0;
+
+#ifdef HAVE_LIBUNWIND
+	unw_context_t ctx;
+	unw_cursor_t cur;
+	bool after_signal = true; /* the first frame's ip is exact */
+
+	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
+		return -ENOTSUP;
+	do {
+		unw_word_t ip = 0, off = 0;
+		char fn[128];
+
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
+			break;
+		uintptr_t lookup = after_signal ? ip : ip - 1;
+		int jit = ep_symbolize((const void *)lookup, NULL, 0, NULL) != -ENOENT;
+		bool named = !jit && unw_get_proc_name(&cur, fn, sizeof(fn), &off) == 0;
+
+		out_frame(&o, n++, ip, lookup, named ? fn : NULL, off);
+		after_signal = unw_is_signal_frame(&cur) > 0;
+	} while (n < 256 && unw_step(&cur) > 0);
+#else
+	/* frame-pointer walk: needs frame pointers all the way up */
+	uintptr_t *fp = __builtin_frame_address(0);
+
+	while (fp && n < 256) {
+		uintptr_t ip = fp[1];
+		uintptr_t *next = (uintptr_t *)fp[0];
+
+		if (!ip)
+			break;
+		out_frame(&o, n++, ip, ip - 1, NULL, 0);
+		if (next <= fp || (uintptr_t)next - (uintptr_t)fp > ((uintptr_t)1 << 24) ||
+		    ((uintptr_t)next & 7))
+			break;
+		fp = next;
+	}
+#endif
+	out_flush(&o);
+	return o.err ? o.err : (int)n;
+}

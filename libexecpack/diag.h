@@ -1,0 +1,49 @@
+/*
+ * diag.h - diagnostics for JIT code: names, symbolization, libunwind
+ * registration, perf maps and Valgrind client requests (diag.c).
+ *
+ * pool.c calls the ep__diag_* hooks with the pool's lock held, so that for
+ * one allocation they are ordered like the calls that caused them.  Each
+ * allocation carries one pointer, owned by diag.c (struct ep__alloc.diag),
+ * that is NULL until the allocation is named.
+ */
+#ifndef EP_DIAG_H
+#define EP_DIAG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct ep_pool;
+struct ep__diag; /* per named allocation, diag.c only */
+
+/* ep_alloc() handed out [exec, exec+size). */
+void ep__diag_alloc(struct ep_pool *pool, void *exec, size_t size);
+
+/* The allocation at exec was finalized (its code is in place). */
+void ep__diag_finalize(struct ep_pool *pool, struct ep__diag **d, void *exec,
+		       size_t size, unsigned pool_flags);
+
+/* ep_free(): the allocation is gone; unmapped: its memory was unmapped. */
+void ep__diag_free(struct ep_pool *pool, struct ep__diag **d, void *exec,
+		   size_t size, bool unmapped);
+
+/* ep_pool_destroy(): forget one allocation that was still live ... */
+void ep__diag_forget(struct ep__diag **d);
+/* ... and, after all of them, the pool itself. */
+void ep__diag_pool_destroy(struct ep_pool *pool);
+
+/* ep_set_name() and ep_set_unwind() with the allocation resolved. */
+int ep__diag_set_name(struct ep_pool *pool, struct ep__diag **d, void *exec,
+		      size_t size, bool finalized, unsigned pool_flags, const char *name);
+int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool finalized,
+			int kind, size_t prologue, size_t frame);
+
+/*
+ * Under Valgrind only, at exit: make the pool's own copies of allocation
+ * addresses invisible to memcheck's leak scan (pool.c), so that an
+ * allocation the program lost shows as "definitely lost".
+ */
+void ep__pool_hide_from_leak_check(void);
+void ep__diag_hide_word(const void *addr, size_t len);
+
+#endif /* EP_DIAG_H */

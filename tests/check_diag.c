@@ -1,0 +1,573 @@
+/*
+ * check_diag.c - names for JIT code: ep_set_name() and its errors,
+ * ep_symbolize() (offsets, truncation, all pools, freed code), the perf
+ * map, ep_backtrace(), code reuse through ep_free()/ep_write(), and real
+ * libunwind backtraces through JIT frames in every ep_set_unwind() kind.
+ *
+ * Run twice by make check: as is, and with EXECPACK_UNWIND=dwarf
+ * (tests/check_diag-dwarf.sh), which changes the default unwind kind.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
+
+#include "execpack.h"
+#include "testutil.h"
+
+static struct ep_pool *pool;
+
+static struct ep_pool *make_pool(unsigned flags)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD, .flags = flags };
+	struct ep_pool *p = NULL;
+	int rc = ep_pool_create(&cfg, &p);
+
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	return p;
+}
+
+static void setup(void)
+{
+	pool = make_pool(0);
+}
+
+static void teardown(void)
+{
+	ep_pool_destroy(pool);
+	pool = NULL;
+}
+
+static void *jit(struct ep_pool *p, size_t size, uint32_t v)
+{
+	int rc;
+	void *exec = tu_jit_ret(p, size, v, &rc);
+
+	ck_assert_msg(exec != NULL, "jit: %s", ep_strerror(rc));
+	return exec;
+}
+
+/* ---- ep_set_name / ep_symbolize ---------------------------------------- */
+
+START_TEST(test_name_errors)
+{
+	struct ep_image img;
+	char longname[EP_NAME_MAX + 2];
+
+	ck_assert_int_eq(ep_alloc(pool, 100, &img), 0);
+	ck_assert_int_eq(ep_set_name(NULL, img.exec, "x"), -EINVAL);
+	ck_assert_int_eq(ep_set_name(pool, NULL, "x"), -EINVAL);
+	ck_assert_int_eq(ep_set_name(pool, img.exec, NULL), -EINVAL);
+	ck_assert_int_eq(ep_set_name(pool, img.exec, ""), -EINVAL);
+	ck_assert_int_eq(ep_set_name(pool, img.exec, "two\nlines"), -EINVAL);
+	/* interior address, an address in no allocation */
+	ck_assert_int_eq(ep_set_name(pool, (char *)img.exec + 1, "x"), -EINVAL);
+	ck_assert_int_eq(ep_set_name(pool, (char *)img.exec + 4096, "x"), -EINVAL);
+	int on_stack;
+
+	ck_assert_int_eq(ep_set_name(pool, &on_stack, "x"), -EINVAL);
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	ck_assert_int_eq(ep_set_name(pool, img.exec, longname), -ENAMETOOLONG);
+	longname[EP_NAME_MAX] = 0; /* exactly EP_NAME_MAX is fine */
+	ck_assert_int_eq(ep_set_name(pool, img.exec, longname), 0);
+	/* freed: no longer live */
+	ck_assert_int_eq(ep_free(pool, img.exec), 0);
+	ck_assert_int_eq(ep_set_name(pool, img.exec, "x"), -EINVAL);
+	ck_assert_int_eq(ep_symbolize(img.exec, NULL, 0, NULL), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_symbolize)
+{
+	void *a = jit(pool, 100, 1), *b = jit(pool, 10, 2);
+	char buf[64];
+	size_t off = 99;
+	char tmp[64];
+
+	/* unnamed code and non-JIT addresses: -ENOENT */
+	ck_assert_int_eq(ep_symbolize(a, buf, sizeof(buf), &off), -ENOENT);
+	ck_assert_int_eq(ep_symbolize(tmp, buf, sizeof(buf), &off), -ENOENT);
+	ck_assert_int_eq(ep_symbolize(NULL, buf, sizeof(buf), &off), -ENOENT);
+
+	ck_assert_int_eq(ep_set_name(pool, a, "prog_a"), 0);
+	ck_assert_int_eq(ep_set_name(pool, b, "prog_b"), 0);
+	ck_assert_int_eq(ep_symbolize(a, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "prog_a");
+	ck_assert_uint_eq(off, 0);
+	ck_assert_int_eq(ep_symbolize((char *)a + 77, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "prog_a");
+	ck_assert_uint_eq(off, 77);
+	ck_assert_int_eq(ep_symbolize((char *)b + 5, buf, sizeof(buf), NULL), 0);
+	ck_assert_str_eq(buf, "prog_b");
+	/* the whole handed-out size counts, the trap fill after the code too */
+	ck_assert_int_eq(ep_symbolize((char *)b + 63, buf, sizeof(buf), &off), 0);
+	ck_assert_uint_eq(off, 63);
+
+	/* rename */
+	ck_assert_int_eq(ep_set_name(pool, a, "prog_a_v2"), 0);
+	ck_assert_int_eq(ep_symbolize((char *)a + 1, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "prog_a_v2");
+
+	/* too small: truncated, NUL-terminated, offset still reported */
+	char small[5];
+
+	off = 0;
+	ck_assert_int_eq(ep_symbolize((char *)a + 3, small, sizeof(small), &off), -ERANGE);
+	ck_assert_str_eq(small, "prog");
+	ck_assert_uint_eq(off, 3);
+	ck_assert_int_eq(ep_symbolize((char *)a + 3, NULL, 0, &off), -ERANGE);
+	/* exactly fitting */
+	char fit[10];
+
+	ck_assert_int_eq(ep_symbolize(a, fit, sizeof(fit), NULL), 0);
+	ck_assert_str_eq(fit, "prog_a_v2");
+
+	/* the code still runs; freed code is gone from the table */
+	ck_assert_int_eq(tu_as_fn(a)(), 1);
+	ck_assert_int_eq(ep_free(pool, a), 0);
+	ck_assert_int_eq(ep_symbolize(a, buf, sizeof(buf), &off), -ENOENT);
+	ck_assert_int_eq(ep_symbolize(b, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "prog_b");
+}
+END_TEST
+
+START_TEST(test_symbolize_many_pools)
+{
+	enum { NPOOLS = 3, PER = 300 };
+	struct ep_pool *pools[NPOOLS];
+	void *code[NPOOLS][PER];
+	char name[32], buf[32];
+
+	for (int p = 0; p < NPOOLS; p++) {
+		pools[p] = make_pool(0);
+		for (int i = 0; i < PER; i++) {
+			code[p][i] = jit(pools[p], 1 + (size_t)i % 200, (uint32_t)i);
+			snprintf(name, sizeof(name), "p%d_f%d", p, i);
+			ck_assert_int_eq(ep_set_name(pools[p], code[p][i], name), 0);
+		}
+	}
+	/* free every other one, then look everything up */
+	for (int p = 0; p < NPOOLS; p++)
+		for (int i = 0; i < PER; i += 2)
+			ck_assert_int_eq(ep_free(pools[p], code[p][i]), 0);
+	for (int p = 0; p < NPOOLS; p++) {
+		for (int i = 0; i < PER; i++) {
+			size_t off = 0;
+			int rc = ep_symbolize((char *)code[p][i] + 2, buf, sizeof(buf), &off);
+
+			if (i % 2 == 0) {
+				ck_assert_int_eq(rc, -ENOENT);
+				continue;
+			}
+			snprintf(name, sizeof(name), "p%d_f%d", p, i);
+			ck_assert_int_eq(rc, 0);
+			ck_assert_str_eq(buf, name);
+			ck_assert_uint_eq(off, 2);
+		}
+	}
+	/* a destroyed pool's names go with it */
+	ep_pool_destroy(pools[1]);
+	ck_assert_int_eq(ep_symbolize(code[1][1], buf, sizeof(buf), NULL), -ENOENT);
+	ck_assert_int_eq(ep_symbolize(code[2][1], buf, sizeof(buf), NULL), 0);
+	ep_pool_destroy(pools[0]);
+	ep_pool_destroy(pools[2]);
+}
+END_TEST
+
+START_TEST(test_name_before_finalize)
+{
+	struct ep_image img;
+	char buf[32];
+
+	ck_assert_int_eq(ep_alloc(pool, 20, &img), 0);
+	ck_assert_int_eq(ep_set_name(pool, img.exec, "early"), 0);
+	ck_assert_int_eq(ep_symbolize(img.exec, buf, sizeof(buf), NULL), 0);
+	ck_assert_str_eq(buf, "early");
+	tu_emit_ret_imm(img.rw, 7);
+	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
+	ck_assert_int_eq(tu_as_fn(img.exec)(), 7);
+	ck_assert_int_eq(ep_symbolize(img.exec, buf, sizeof(buf), NULL), 0);
+	ck_assert_str_eq(buf, "early");
+	/* freed before finalize: the name goes too */
+	ck_assert_int_eq(ep_alloc(pool, 20, &img), 0);
+	ck_assert_int_eq(ep_set_name(pool, img.exec, "never_run"), 0);
+	ck_assert_int_eq(ep_free(pool, img.exec), 0);
+	ck_assert_int_eq(ep_symbolize(img.exec, buf, sizeof(buf), NULL), -ENOENT);
+}
+END_TEST
+
+/* Valgrind caches translations by address: a reused address and patched
+ * code must run the new bytes.  Run under memcheck by make check-valgrind. */
+START_TEST(test_reuse_runs_new_code)
+{
+	void *a = jit(pool, 6, 1);
+
+	ck_assert_int_eq(tu_as_fn(a)(), 1);
+	ck_assert_int_eq(ep_free(pool, a), 0);
+	void *b = jit(pool, 6, 2);
+
+	ck_assert_ptr_eq(a, b); /* first fit: the same chunk */
+	ck_assert_int_eq(tu_as_fn(b)(), 2);
+
+	unsigned char patch[6];
+
+	tu_emit_ret_imm(patch, 3);
+	ck_assert_int_eq(ep_write(pool, b, patch, sizeof(patch)), 0);
+	ck_assert_int_eq(tu_as_fn(b)(), 3);
+	uint32_t imm = 4;
+
+	ck_assert_int_eq(ep_write(pool, (char *)b + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_as_fn(b)(), 4);
+}
+END_TEST
+
+/* ---- perf map --------------------------------------------------------- */
+
+static int map_has(const char *want)
+{
+	char path[64], line[512];
+	int found = 0;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strcmp(line, want))
+			found = 1;
+	fclose(f);
+	return found;
+}
+
+START_TEST(test_perfmap)
+{
+	struct ep_pool *p = make_pool(EP_F_PERFMAP);
+	char path[64], want[128];
+	struct ep_image img;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	unlink(path);
+	/* named after finalize */
+	void *a = jit(p, 30, 1);
+
+	ck_assert_int_eq(ep_set_name(p, a, "perf_a"), 0);
+	snprintf(want, sizeof(want), "%lx %x perf_a\n", (unsigned long)(uintptr_t)a, 64);
+	ck_assert_msg(map_has(want), "no line '%s' in %s", want, path);
+	/* named before finalize: listed at finalize, not before */
+	ck_assert_int_eq(ep_alloc(p, 200, &img), 0);
+	ck_assert_int_eq(ep_set_name(p, img.exec, "perf_b"), 0);
+	snprintf(want, sizeof(want), "%lx %zx perf_b\n", (unsigned long)(uintptr_t)img.exec,
+		 img.size);
+	ck_assert(!map_has(want));
+	tu_emit_ret_imm(img.rw, 2);
+	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+	ck_assert_msg(map_has(want), "no line '%s' in %s", want, path);
+	/* renaming appends; perf takes the last line */
+	ck_assert_int_eq(ep_set_name(p, a, "perf_a2"), 0);
+	snprintf(want, sizeof(want), "%lx %x perf_a2\n", (unsigned long)(uintptr_t)a, 64);
+	ck_assert(map_has(want));
+	ep_pool_destroy(p);
+
+	/* a pool without the flag (and no EXECPACK_PERFMAP) writes nothing */
+	const char *env = getenv("EXECPACK_PERFMAP");
+
+	if (!env || !*env || !strcmp(env, "0")) {
+		unlink(path);
+		a = jit(pool, 30, 1);
+		ck_assert_int_eq(ep_set_name(pool, a, "quiet"), 0);
+		ck_assert_int_eq(access(path, F_OK), -1);
+	}
+	unlink(path);
+}
+END_TEST
+
+/* ---- JIT frames in backtraces ------------------------------------------ */
+
+/*
+ * push rbp; mov rbp, rsp; mov rax, cb; call rax; pop rbp; ret   (fp)
+ * sub rsp, 8; mov rax, cb; call rax; add rsp, 8; ret            (no fp)
+ * The return address into the JIT code is at CALL_END.
+ */
+#define FP_CALL_END 16
+#define SP_CALL_END 16
+
+static size_t emit_caller(unsigned char *p, int (*cb)(void), int fp)
+{
+	size_t n = 0;
+	uint64_t target;
+
+	memcpy(&target, &cb, sizeof(target));
+	if (fp) {
+		p[n++] = 0x55;
+		p[n++] = 0x48, p[n++] = 0x89, p[n++] = 0xe5;
+	} else {
+		p[n++] = 0x48, p[n++] = 0x83, p[n++] = 0xec, p[n++] = 0x08;
+	}
+	p[n++] = 0x48, p[n++] = 0xb8;
+	memcpy(p + n, &target, 8), n += 8;
+	p[n++] = 0xff, p[n++] = 0xd0;
+	if (fp)
+		p[n++] = 0x5d;
+	else
+		p[n++] = 0x48, p[n++] = 0x83, p[n++] = 0xc4, p[n++] = 0x08;
+	p[n++] = 0xc3;
+	return n;
+}
+
+static void *jit_caller(int (*cb)(void), int fp, const char *name, int kind)
+{
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(pool, 32, &img), 0);
+	emit_caller(img.rw, cb, fp);
+	if (kind >= 0) {
+		int rc = ep_set_unwind(pool, img.exec, kind, fp ? 0 : 4, fp ? 0 : 8);
+
+		ck_assert_msg(rc == 0, "ep_set_unwind: %s", ep_strerror(rc));
+	}
+	ck_assert_int_eq(ep_set_name(pool, img.exec, name), 0);
+	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
+	return img.exec;
+}
+
+static void *g_jit;        /* the JIT caller being tested */
+static char g_bt[8192];    /* ep_backtrace() output */
+
+#ifdef HAVE_LIBUNWIND
+struct unw_result {
+	int frames;
+	int jit_frame;       /* index of the JIT frame, -1 */
+	int jit_name_rc;     /* unw_get_proc_name() on it */
+	char jit_name[64];
+	unw_word_t jit_off;
+	int main_reached;
+	int bt_frames;       /* unw_backtrace() */
+	int bt_has_jit;
+};
+static struct unw_result g_res;
+
+/* Called from JIT code: walks the stack with libunwind. */
+__attribute__((noinline)) static int unwind_cb(void)
+{
+	unw_context_t ctx;
+	unw_cursor_t cur;
+	uintptr_t lo = (uintptr_t)g_jit, hi = lo + 64;
+
+	memset(&g_res, 0, sizeof(g_res));
+	g_res.jit_frame = -1;
+	g_res.jit_name_rc = 1;
+	unw_getcontext(&ctx);
+	unw_init_local(&cur, &ctx);
+	do {
+		unw_word_t ip = 0, off = 0;
+		char name[64];
+
+		unw_get_reg(&cur, UNW_REG_IP, &ip);
+		int rc = unw_get_proc_name(&cur, name, sizeof(name), &off);
+
+		if (ip > lo && ip <= hi && g_res.jit_frame < 0) {
+			g_res.jit_frame = g_res.frames;
+			g_res.jit_name_rc = rc;
+			if (rc == 0)
+				snprintf(g_res.jit_name, sizeof(g_res.jit_name), "%s", name);
+			g_res.jit_off = off;
+		}
+		if (rc == 0 && !strcmp(name, "main"))
+			g_res.main_reached = 1;
+		g_res.frames++;
+	} while (g_res.frames < 100 && unw_step(&cur) > 0);
+
+	void *ips[64];
+
+	g_res.bt_frames = unw_backtrace(ips, 64);
+	for (int i = 0; i < g_res.bt_frames; i++)
+		if ((uintptr_t)ips[i] > lo && (uintptr_t)ips[i] <= hi)
+			g_res.bt_has_jit = 1;
+	return 42;
+}
+
+static void check_unwind(int fp, int kind, const char *name)
+{
+	g_jit = jit_caller(unwind_cb, fp, name, kind);
+	ck_assert_int_eq(tu_as_fn(g_jit)(), 42);
+	ck_assert_msg(g_res.jit_frame == 1, "JIT frame at %d of %d", g_res.jit_frame,
+		      g_res.frames);
+	ck_assert_msg(g_res.main_reached, "main not reached (%d frames)", g_res.frames);
+	ck_assert_msg(g_res.bt_has_jit, "unw_backtrace: no JIT frame in %d", g_res.bt_frames);
+	ck_assert_int_ge(g_res.bt_frames, 4);
+}
+
+START_TEST(test_unwind_name)
+{
+	check_unwind(1, EP_UNWIND_NAME, "jit_named");
+	ck_assert_int_eq(g_res.jit_name_rc, 0);
+	ck_assert_str_eq(g_res.jit_name, "jit_named");
+	ck_assert_uint_eq(g_res.jit_off, FP_CALL_END);
+}
+END_TEST
+
+START_TEST(test_unwind_dwarf_fp)
+{
+	/* DWARF CFI drives the step; libunwind has no name for it, ours does */
+	check_unwind(1, EP_UNWIND_DWARF_FP, "jit_dwarf_fp");
+	char buf[32];
+	size_t off;
+
+	ck_assert_int_eq(ep_symbolize((char *)g_jit + FP_CALL_END - 1, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "jit_dwarf_fp");
+}
+END_TEST
+
+START_TEST(test_unwind_dwarf_sp)
+{
+	/* no frame pointer at all: only the CFI can step through this frame */
+	check_unwind(0, EP_UNWIND_DWARF_SP, "jit_dwarf_sp");
+	(void)SP_CALL_END;
+}
+END_TEST
+
+START_TEST(test_unwind_default)
+{
+	/* the default kind: EXECPACK_UNWIND=dwarf selects EP_UNWIND_DWARF_FP */
+	const char *e = getenv("EXECPACK_UNWIND");
+	int dwarf = e && !strcmp(e, "dwarf");
+
+	check_unwind(1, -1, "jit_default");
+	if (dwarf) {
+		ck_assert_int_ne(g_res.jit_name_rc, 0);
+	} else {
+		ck_assert_int_eq(g_res.jit_name_rc, 0);
+		ck_assert_str_eq(g_res.jit_name, "jit_default");
+	}
+}
+END_TEST
+
+START_TEST(test_unwind_cancelled)
+{
+	/* after ep_free the range is no longer registered: a new allocation at
+	 * the same address gets its own name */
+	g_jit = jit_caller(unwind_cb, 1, "first_owner", EP_UNWIND_NAME);
+	void *old = g_jit;
+
+	ck_assert_int_eq(ep_free(pool, g_jit), 0);
+	g_jit = jit_caller(unwind_cb, 1, "second_owner", EP_UNWIND_NAME);
+	ck_assert_ptr_eq(old, g_jit);
+	ck_assert_int_eq(tu_as_fn(g_jit)(), 42);
+	ck_assert_int_eq(g_res.jit_name_rc, 0);
+	ck_assert_str_eq(g_res.jit_name, "second_owner");
+}
+END_TEST
+#endif /* HAVE_LIBUNWIND */
+
+START_TEST(test_set_unwind_errors)
+{
+	void *a = jit(pool, 20, 1);
+
+	ck_assert_int_eq(ep_set_unwind(NULL, a, EP_UNWIND_NAME, 0, 0), -EINVAL);
+	ck_assert_int_eq(ep_set_unwind(pool, (char *)a + 1, EP_UNWIND_NAME, 0, 0), -EINVAL);
+	ck_assert_int_eq(ep_set_unwind(pool, a, 99, 0, 0), -EINVAL);
+	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_NAME, 1, 0), -EINVAL);
+	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_SP, 1000, 8), -EINVAL);
+	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_SP, 4, 7), -EINVAL);
+	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_NAME, 0, 0), 0);
+#ifdef HAVE_LIBUNWIND
+	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_FP, 0, 0), 0);
+#else
+	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_FP, 0, 0), -EOPNOTSUPP);
+#endif
+}
+END_TEST
+
+__attribute__((noinline)) static int backtrace_cb(void)
+{
+	int fd[2];
+
+	if (pipe(fd) != 0)
+		return -1;
+	int n = ep_backtrace(fd[1]);
+
+	close(fd[1]);
+	ssize_t got = read(fd[0], g_bt, sizeof(g_bt) - 1);
+
+	close(fd[0]);
+	g_bt[got > 0 ? got : 0] = 0;
+	return n;
+}
+
+START_TEST(test_backtrace)
+{
+	g_jit = jit_caller(backtrace_cb, 1, "bt_prog", -1);
+	int n = tu_as_fn(g_jit)();
+	char want[64];
+
+	ck_assert_msg(n >= 3, "ep_backtrace: %d\n%s", n, g_bt);
+	snprintf(want, sizeof(want), " in bt_prog+0x%x [jit]\n", FP_CALL_END);
+	ck_assert_msg(strstr(g_bt, want), "no '%s' in:\n%s", want, g_bt);
+	ck_assert_msg(strstr(g_bt, "#0 0x"), "no frame 0 in:\n%s", g_bt);
+#ifdef HAVE_LIBUNWIND
+	ck_assert_msg(strstr(g_bt, " in main+0x"), "main not reached:\n%s", g_bt);
+#endif
+	ck_assert_int_eq(ep_backtrace(-1), -EBADF);
+}
+END_TEST
+
+static Suite *diag_suite(void)
+{
+	Suite *s = suite_create("diag");
+	TCase *tc = tcase_create("names");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_name_errors);
+	tcase_add_test(tc, test_symbolize);
+	tcase_add_test(tc, test_symbolize_many_pools);
+	tcase_add_test(tc, test_name_before_finalize);
+	tcase_add_test(tc, test_reuse_runs_new_code);
+	tcase_add_test(tc, test_perfmap);
+	tcase_add_test(tc, test_set_unwind_errors);
+	tcase_add_test(tc, test_backtrace);
+	suite_add_tcase(s, tc);
+#ifdef HAVE_LIBUNWIND
+	tc = tcase_create("libunwind");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_unwind_name);
+	tcase_add_test(tc, test_unwind_dwarf_fp);
+	tcase_add_test(tc, test_unwind_dwarf_sp);
+	tcase_add_test(tc, test_unwind_default);
+	tcase_add_test(tc, test_unwind_cancelled);
+	suite_add_tcase(s, tc);
+#endif
+	return s;
+}
+
+int main(void)
+{
+	struct ep_pool *probe;
+
+	if (ep_pool_create(NULL, &probe) != 0) {
+		printf("SKIP: no executable memory here\n");
+		return 77;
+	}
+	ep_pool_destroy(probe);
+	SRunner *sr = srunner_create(diag_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# crash-handler.sh - examples/crash-handler runs into the INT3 fill after
+# its JIT program; its handler must name the spot with ep_symbolize() and
+# print an ep_backtrace() with the JIT frame named.
+set -u
+builddir=${top_builddir:-.}
+prog=$builddir/examples/crash-handler
+[ -x "$prog" ] || { echo "ERROR: $prog not built"; exit 99; }
+out=$("$prog" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -eq 77 ] && exit 77
+# 128 + SIGTRAP (5)
+[ $rc -eq 133 ] || { echo "FAIL: exit status $rc, expected 133 (SIGTRAP handled)"; exit 1; }
+echo "$out" | grep -qx 'SIGTRAP in JIT code bpf_prog_x+0x1c' ||
+	{ echo "FAIL: no 'SIGTRAP in JIT code bpf_prog_x+0x1c' line"; exit 1; }
+echo "$out" | grep -Eq '^#[0-9]+ 0x[0-9a-f]+ in bpf_prog_x\+0x1d \[jit\]$' ||
+	{ echo "FAIL: the backtrace does not name the JIT frame bpf_prog_x"; exit 1; }
+echo "PASS"
