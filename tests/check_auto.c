@@ -1,0 +1,210 @@
+/*
+ * check_auto.c - backend selection: AUTO's order and the reasons it gives
+ * for what it passed over, EXECPACK_BACKEND, ep_backend_probe(), and a
+ * hugetlbfs mount named by ep_config.path (which keeps working where
+ * vm.memfd_noexec=2 refuses every executable memfd).
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "execpack.h"
+#include "testutil.h"
+
+static long free_huge_pages(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+START_TEST(test_auto_order_and_reasons)
+{
+	struct ep_pool *p;
+	char why[256];
+
+	unsetenv("EXECPACK_BACKEND");
+	ck_assert_int_eq(ep_pool_create(NULL, &p), 0);
+	const char *name = ep_pool_backend(p);
+	const char *reasons = ep_pool_reasons(p);
+
+	ck_assert_ptr_nonnull(reasons);
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_AUTO, NULL, why, sizeof(why)), 0);
+	ck_assert_str_eq(why, name);
+	int hp = ep_backend_probe(EP_BACKEND_HUGETLB, NULL, why, sizeof(why));
+
+	if (!strcmp(name, "hugetlb")) {
+		ck_assert_str_eq(reasons, ""); /* first choice: nothing passed over */
+	} else {
+		/* memfd (or kmod) chosen: hugetlb was tried first and says why */
+		ck_assert_int_ne(hp, 0);
+		ck_assert_msg(strncmp(reasons, "hugetlb: ", 9) == 0, "reasons: %s", reasons);
+	}
+	/* each chosen backend really works */
+	int rc;
+	void *f = tu_jit_ret(p, 6, 5, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 5);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(test_env_selects)
+{
+	struct ep_pool *p = NULL;
+
+	setenv("EXECPACK_BACKEND", "memfd", 1);
+	ck_assert_int_eq(ep_pool_create(NULL, &p), 0);
+	ck_assert_str_eq(ep_pool_backend(p), "memfd");
+	ep_pool_destroy(p);
+	/* an explicit backend in the config wins over the environment */
+	setenv("EXECPACK_BACKEND", "kmod", 1);
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	ck_assert_str_eq(ep_pool_backend(p), "memfd");
+	ep_pool_destroy(p);
+	/* kmod through the environment, with a device that does not exist */
+	struct ep_config dev = { .sz = sizeof(dev), .path = "/nonexistent/execpack" };
+
+	p = NULL;
+	ck_assert_int_eq(ep_pool_create(&dev, &p), -ENOENT);
+	ck_assert_ptr_null(p);
+	char why[256];
+
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_KMOD, &dev, why, sizeof(why)), -ENOENT);
+	ck_assert_msg(strstr(why, "kmod: /nonexistent/execpack") != NULL, "why: %s", why);
+	unsetenv("EXECPACK_BACKEND");
+	ck_assert_int_eq(ep_backend_probe((enum ep_backend)9, NULL, why, sizeof(why)), -EINVAL);
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_MEMFD, NULL, NULL, 0), 0);
+}
+END_TEST
+
+/* In a new mount + PID namespace (as root): vm.memfd_noexec=2, and a
+ * private hugetlbfs mount.  Returns a child exit status. */
+static int noexec_hugetlbfs_child(void)
+{
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return 10;
+	char dir[] = "/tmp/execpack-hugetlbfs-XXXXXX";
+
+	if (!mkdtemp(dir))
+		return 11;
+	if (mount("execpack", dir, "hugetlbfs", 0, "pagesize=2M") < 0) {
+		rmdir(dir);
+		return 12;
+	}
+	int fd = open("/proc/sys/vm/memfd_noexec", O_WRONLY);
+	int status = 0;
+
+	if (fd < 0 || write(fd, "2", 1) != 1)
+		status = 13;
+	if (fd >= 0)
+		close(fd);
+	char why[256];
+	struct ep_pool *p = NULL;
+	struct ep_config memfd = { .sz = sizeof(memfd), .backend = EP_BACKEND_MEMFD };
+
+	/* every executable memfd is refused, with the reason */
+	if (!status && ep_pool_create(&memfd, &p) >= 0)
+		status = 14;
+	if (!status && (ep_backend_probe(EP_BACKEND_MEMFD, NULL, why, sizeof(why)) >= 0 ||
+			!strstr(why, "memfd_noexec=2")))
+		status = 15;
+	/* a hugetlbfs file is no memfd: it still works, on 2 MiB pages */
+	struct ep_config huge = { .sz = sizeof(huge), .backend = EP_BACKEND_HUGETLB, .path = dir };
+
+	if (!status && ep_pool_create(&huge, &p) != 0)
+		status = 16;
+	if (!status) {
+		int rc;
+		void *f = tu_jit_ret(p, 6, 123, &rc);
+
+		if (rc || tu_as_fn(f)() != 123)
+			status = 17;
+		char perms[8], name[256];
+
+		tu_mapping_perms(f, perms, name, sizeof(name));
+		if (!status && (strcmp(perms, "r-xs") || !strstr(name, dir)))
+			status = 18;
+		ep_pool_destroy(p);
+	}
+	/* and AUTO, given the mount, takes it first */
+	struct ep_config autocfg = { .sz = sizeof(autocfg), .path = dir };
+
+	unsetenv("EXECPACK_BACKEND");
+	if (!status && (ep_pool_create(&autocfg, &p) != 0 || strcmp(ep_pool_backend(p), "hugetlb")))
+		status = 19;
+	else if (!status)
+		ep_pool_destroy(p);
+	umount(dir);
+	rmdir(dir);
+	return status;
+}
+
+START_TEST(test_hugetlbfs_under_memfd_noexec)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0)
+			_exit(20);
+		pid_t inner = fork(); /* pid 1 of the new namespace */
+
+		if (inner == 0)
+			_exit(noexec_hugetlbfs_child());
+		int st;
+
+		if (inner < 0 || waitpid(inner, &st, 0) != inner || !WIFEXITED(st))
+			_exit(21);
+		_exit(WEXITSTATUS(st));
+	}
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed at step %d",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("auto");
+	TCase *tc = tcase_create("select");
+
+	tcase_add_test(tc, test_auto_order_and_reasons);
+	tcase_add_test(tc, test_env_selects);
+	if (geteuid() != 0)
+		printf("SKIP: test_hugetlbfs_under_memfd_noexec: needs root (namespaces, mount)\n");
+	else if (free_huge_pages() <= 0)
+		printf("SKIP: test_hugetlbfs_under_memfd_noexec: no free 2 MiB huge pages\n");
+	else if (access("/proc/sys/vm/memfd_noexec", F_OK) != 0)
+		printf("SKIP: test_hugetlbfs_under_memfd_noexec: kernel has no vm.memfd_noexec\n");
+	else
+		tcase_add_test(tc, test_hugetlbfs_under_memfd_noexec);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
