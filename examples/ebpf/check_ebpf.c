@@ -487,6 +487,17 @@ START_TEST(test_names)
 	ck_assert_int_eq(ebpf_load(vm, prog, 2, "xdp_filter", &b, NULL), 0);
 	ck_assert_str_eq(ebpf_prog_name(a), "bpf_prog_0");
 	ck_assert_str_eq(ebpf_prog_name(b), "xdp_filter");
+	/* the JIT'd code carries the name: symbolizers find it */
+	char sym[64];
+	size_t off = 99, size = 0;
+
+	ck_assert_int_eq(ebpf_jit(b, NULL), 0);
+	unsigned char *code = ebpf_prog_code(b, &size);
+
+	ck_assert_ptr_nonnull(code);
+	ck_assert_int_eq(ep_symbolize(code + size - 1, sym, sizeof(sym), &off), 0);
+	ck_assert_str_eq(sym, "xdp_filter");
+	ck_assert_uint_eq(off, size - 1);
 	ebpf_unload(a);
 	ebpf_unload(b);
 	ebpf_vm_destroy(vm);

@@ -799,10 +799,11 @@ int ebpf_jit_compile(struct ebpf_prog *prog, struct ebpf_err *err)
 	prog->nsites = j.nsites;
 	j.sites = NULL;
 	/*
-	 * Naming: the program's symbol name is prog->name.  A later version of
-	 * libexecpack takes it here:
-	 *     ep_set_name(pool, prog->code, prog->name);   // TODO(ep_set_name)
+	 * Name the code for ep_symbolize(), libunwind, perf and gdb.  Only
+	 * diagnostics depend on it, so a failure (a name longer than
+	 * EP_NAME_MAX) does not fail the JIT.
 	 */
+	(void)ep_set_name(pool, prog->code, prog->name);
 out:
 	free(j.buf);
 	free(arrays);
