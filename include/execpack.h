@@ -102,12 +102,12 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out);
  * its len bytes inside one live allocation.  Before ep_finalize() this
  * writes the staging buffer; after it, it patches the live code.
  *
- * A thread running the code meanwhile sees the old or the new bytes of a
- * patch of at most 8 bytes that stays inside one aligned 8-byte word (it
- * is made with a single store); a longer or straddling patch is copied
- * byte-wise in order and may be seen half done.  Patch the rel32 of a
- * call or jump whose 4 bytes do not cross an 8-byte boundary and the
- * switch is atomic.
+ * A thread running the code meanwhile sees either the old or the new bytes
+ * of a patch of at most 8 bytes that stays inside one aligned 8-byte word
+ * (it is made with a single store); a longer or straddling patch is a
+ * plain copy and may be seen half done.  So patch the rel32 of a call or
+ * jump whose 4 bytes do not cross an 8-byte boundary, and the switch is
+ * atomic; anything larger needs the executors stopped or diverted first.
  */
 EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src,
 		    size_t len);
