@@ -18,7 +18,6 @@
  * the copy ioctl may fault on its source (taking mmap_lock) under
  * pack->lock, so ctx->lock is never held across a user access.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/cred.h>
 #include <linux/fs.h>
