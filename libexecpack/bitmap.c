@@ -111,6 +111,7 @@ void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n)
 /* ---- the summary tree ----------------------------------------------------- */
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Bits of leaf word i, with bits past nbits (and padding leaves) as used. */
 static uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t i)
@@ -179,8 +180,12 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 	fit->nbits = nbits;
 	fit->nleaves = leaves;
 	fit->node = calloc(2 * leaves, sizeof(*fit->node));
-	if (!fit->node)
+	fit->dirty = calloc(EP__BITMAP_WORDS(leaves), sizeof(uint64_t));
+	fit->ndirty = 0;
+	if (!fit->node || !fit->dirty) {
+		ep__fit_destroy(fit);
 		return -1;
+	}
 	for (size_t i = 0; i < leaves; i++)
 		leaf_set(&fit->node[leaves + i], leaf_word(fit, map, i));
 	uint32_t half = 64;
@@ -194,30 +199,49 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 void ep__fit_destroy(struct ep__fit *fit)
 {
 	free(fit->node);
+	free(fit->dirty);
 	fit->node = NULL;
+	fit->dirty = NULL;
 }
 
-void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
+void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
 {
 	if (n == 0)
 		return;
 	size_t lo = pos / 64, hi = (pos + n - 1) / 64;
 
-	for (size_t i = lo; i <= hi; i++)
-		leaf_set(&fit->node[fit->nleaves + i], leaf_word(fit, map, i));
-	lo += fit->nleaves;
-	hi += fit->nleaves;
-	/* ancestors only change while their children do */
-	for (uint32_t half = 64; lo > 1; half *= 2) {
-		bool changed = false;
-
-		lo /= 2;
-		hi /= 2;
-		for (size_t node = lo; node <= hi; node++)
-			changed |= node_pull(fit->node, node, half);
-		if (!changed)
-			break;
+	for (size_t i = lo; i <= hi; i++) {
+		if (!ep__bitmap_test(fit->dirty, i)) {
+			ep__bitmap_set(fit->dirty, i, 1);
+			fit->ndirty++;
+		}
 	}
+}
+
+void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
+{
+	if (!fit->ndirty)
+		return;
+	for (size_t i = ep__bitmap_next_set(fit->dirty, fit->nleaves, 0); i < fit->nleaves;
+	     i = ep__bitmap_next_set(fit->dirty, fit->nleaves, i + 1)) {
+		size_t node = fit->nleaves + i;
+
+		leaf_set(&fit->node[node], leaf_word(fit, map, i));
+		/* ancestors only change while their children do */
+		for (uint32_t half = 64; node > 1; half *= 2) {
+			node /= 2;
+			if (!node_pull(fit->node, node, half))
+				break;
+		}
+	}
+	memset(fit->dirty, 0, EP__BITMAP_WORDS(fit->nleaves) * sizeof(uint64_t));
+	fit->ndirty = 0;
+}
+
+void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
+{
+	ep__fit_mark(fit, pos, n);
+	ep__fit_flush(fit, map);
 }
 
 size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n)

@@ -53,10 +53,21 @@ struct ep__fit {
 	size_t nbits;
 	size_t nleaves;            /* words, rounded up to a power of two */
 	struct ep__fit_node *node; /* 2 * nleaves entries, node 1 is the root */
+	uint64_t *dirty;           /* leaves whose word changed since the last flush */
+	size_t ndirty;
 };
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits);
 void ep__fit_destroy(struct ep__fit *fit);
+/*
+ * The tree is brought up to date lazily: ep__fit_mark() notes that bits
+ * [pos, pos+n) of the map changed, ep__fit_flush() recomputes what they
+ * touched.  A leaf changed many times between two searches is recomputed
+ * once.  ep__fit_longest() and ep__fit_find() need a flushed tree.
+ */
+void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n);
+void ep__fit_flush(struct ep__fit *fit, const uint64_t *map);
+/* ep__fit_mark() then ep__fit_flush(). */
 void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 /* Longest clear run anywhere in the map. */
 static inline size_t ep__fit_longest(const struct ep__fit *fit)

@@ -65,6 +65,7 @@ struct ep__pack {
 	struct ep__pack *next, *prev;
 	size_t nchunks;
 	size_t free_chunks;
+	size_t first_free; /* lowest clear chunk (nchunks when full) */
 	uint64_t *used;
 	uint64_t *start;
 	struct ep__fit fit; /* longest free runs of used, for first fit */
@@ -440,10 +441,22 @@ static int pack_find(struct ep_pool *pool, size_t n, struct ep__pack **outp, siz
 	unsigned gen = ep__fork_generation();
 
 	for (struct ep__pack *p = pool->head; p; p = p->next) {
-		if (ep__fit_longest(&p->fit) < n)
+		if (p->free_chunks < n)
 			continue;
 		if (p->r.sealed && p->r.gen != gen)
 			continue; /* inherited across fork and sealed: frozen */
+		/* No chunk below first_free is free, so a long enough run that
+		 * starts there is the first fit: no need to consult the tree. */
+		size_t ff = p->first_free;
+
+		if (n <= p->nchunks - ff && ep__bitmap_next_set(p->used, ff + n, ff) >= ff + n) {
+			*outp = p;
+			*pos = ff;
+			return 0;
+		}
+		ep__fit_flush(&p->fit, p->used);
+		if (ep__fit_longest(&p->fit) < n)
+			continue;
 		*outp = p;
 		*pos = ep__fit_find(&p->fit, p->used, n);
 		return 0;
@@ -460,7 +473,9 @@ static void pack_take(struct ep_pool *pool, struct ep__pack *p, size_t pos, size
 		pool->empty_packs--;
 	ep__bitmap_set(p->used, pos, n);
 	ep__bitmap_set(p->start, pos, 1);
-	ep__fit_update(&p->fit, p->used, pos, n);
+	ep__fit_mark(&p->fit, pos, n);
+	if (pos == p->first_free)
+		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
 	p->free_chunks -= n;
 	pool->used_bytes += n * CHUNK;
 }
@@ -469,7 +484,9 @@ static void pack_give_back(struct ep_pool *pool, struct ep__pack *p, size_t pos,
 {
 	ep__bitmap_clear(p->used, pos, n);
 	ep__bitmap_clear(p->start, pos, 1);
-	ep__fit_update(&p->fit, p->used, pos, n);
+	ep__fit_mark(&p->fit, pos, n);
+	if (pos < p->first_free)
+		p->first_free = pos;
 	p->free_chunks += n;
 	pool->used_bytes -= n * CHUNK;
 	if (p->free_chunks == p->nchunks) {
