@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #ifdef HAVE_VALGRIND_VALGRIND_H
@@ -374,10 +375,22 @@ static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prolog
 	return out;
 }
 
+/*
+ * libunwind caches what it learnt about an address (unw_backtrace()'s frame
+ * cache is not invalidated by _U_dyn_register/_U_dyn_cancel): after the range
+ * is described differently, or freed for reuse, drop what it knew.
+ */
+static void flush_unwind_caches(struct ep__diag *r)
+{
+	unw_flush_cache(unw_local_addr_space, r->di.start_ip, r->di.end_ip);
+}
+
 static void unw_unregister(struct ep__diag *r)
 {
-	if (r->registered)
+	if (r->registered) {
 		_U_dyn_cancel(&r->di);
+		flush_unwind_caches(r);
+	}
 	r->registered = false;
 	free(r->cfi);
 	r->cfi = NULL;
@@ -406,6 +419,7 @@ static void unw_register(struct ep__diag *r, void *exec, size_t size)
 		r->di.u.rti.table_data = (unw_word_t)(uintptr_t)r->cfi;
 	}
 	_U_dyn_register(&r->di);
+	flush_unwind_caches(r);
 	r->registered = true;
 }
 #else
@@ -459,10 +473,34 @@ static void perfmap_append(const void *exec, size_t size, const char *name)
 
 /* ---- hooks from pool.c ----------------------------------------------------- */
 
+/*
+ * Valgrind (3.19, amd64) reads guest code a little past the instruction it
+ * decodes: code whose last byte is the last byte of a mapping followed by
+ * unmapped space makes Valgrind itself die of SIGSEGV.  Under Valgrind only,
+ * when an allocation ends on a page boundary with nothing mapped after it,
+ * put a read-only page there (never executable; if anything is mapped there
+ * already, the hint is not taken and nothing changes).  The page stays
+ * until exit.
+ */
+static void valgrind_readahead_guard(void *exec, size_t size)
+{
+	uintptr_t end = (uintptr_t)exec + size;
+	long pg = sysconf(_SC_PAGESIZE);
+
+	if (pg <= 0 || end % (uintptr_t)pg)
+		return;
+	void *want = (void *)end;
+	void *got = mmap(want, (size_t)pg, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (got != MAP_FAILED && got != want)
+		munmap(got, (size_t)pg);
+}
+
 void ep__diag_alloc(struct ep_pool *pool, void *exec, size_t size)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
+	valgrind_readahead_guard(exec, size);
 	/* one mempool per pool; its chunks are defined (is_zeroed) since the
 	 * exec view always holds the trap fill or code */
 	if (!VALGRIND_MEMPOOL_EXISTS(pool))

@@ -11,6 +11,15 @@
 
 #include "execpack.h"
 
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 typedef int (*tu_fn)(void);
 
 /* mov eax, imm32; ret  (6 bytes) */
@@ -53,7 +62,9 @@ static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, 
 }
 
 /* Number of mappings in /proc/self/maps that are both writable and
- * executable (must always be 0), or -1 if maps cannot be read. */
+ * executable (must always be 0), or -1 if maps cannot be read.  Under
+ * Valgrind only the library's own (execpack) mappings count: Valgrind's
+ * translation cache is itself writable and executable. */
 static inline int tu_count_wx_mappings(void)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -65,7 +76,8 @@ static inline int tu_count_wx_mappings(void)
 	while (fgets(line, sizeof(line), f)) {
 		char perms[8] = "";
 
-		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[1] == 'w' && perms[2] == 'x')
+		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[1] == 'w' && perms[2] == 'x' &&
+		    (!RUNNING_ON_VALGRIND || strstr(line, "execpack")))
 			n++;
 	}
 	fclose(f);
