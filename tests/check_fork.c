@@ -567,6 +567,7 @@ int main(void)
 	printf("backend: %s\n", ep_pool_backend(probe));
 	ep_pool_destroy(probe);
 
+	fflush(stdout); /* before Check forks: no duplicated output */
 	SRunner *sr = srunner_create(fork_suite());
 
 	srunner_run_all(sr, CK_NORMAL);

@@ -655,6 +655,7 @@ int main(void)
 		return 77;
 	}
 
+	fflush(stdout); /* before Check forks: no duplicated output */
 	SRunner *sr = srunner_create(s);
 
 	srunner_run_all(sr, CK_NORMAL);

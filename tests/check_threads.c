@@ -381,6 +381,7 @@ int main(void)
 	}
 	ep_pool_destroy(probe);
 
+	fflush(stdout); /* before Check forks: no duplicated output */
 	SRunner *sr = srunner_create(threads_suite());
 
 	srunner_run_all(sr, CK_NORMAL);
