@@ -23,6 +23,7 @@
  */
 #include "config.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -232,6 +233,7 @@ struct ep__diag {
 	unw_dyn_info_t di;
 	uint64_t *cfi; /* DWARF kinds: search table, CIE and FDE */
 #endif
+	struct jit_code_entry *gdb; /* GDB JIT interface entry, or NULL */
 };
 
 static struct ep__diag *g_records; /* g_lock */
@@ -434,6 +436,141 @@ static void unw_register(struct ep__diag *r, void *exec, size_t size)
 }
 #endif
 
+/* ---- GDB JIT interface --------------------------------------------------------
+ * GDB puts a breakpoint in __jit_debug_register_code() and, each time it is
+ * called, reads the entry named by __jit_debug_descriptor: an in-memory
+ * object file.  Each named, finalized allocation gets a minimal ELF file
+ * with a NOBITS .text at its address and one function symbol, so `bt` and
+ * `info symbol` name JIT frames.  The two symbols are exported (see
+ * libexecpack.map); when another JIT in the process defines them too, the
+ * dynamic linker binds everyone to one copy, as the protocol expects.
+ */
+struct jit_code_entry {
+	struct jit_code_entry *next_entry, *prev_entry;
+	const char *symfile_addr;
+	uint64_t symfile_size;
+};
+
+struct jit_descriptor {
+	uint32_t version;
+	uint32_t action_flag; /* 0 none, 1 register, 2 unregister */
+	struct jit_code_entry *relevant_entry;
+	struct jit_code_entry *first_entry;
+};
+
+__attribute__((visibility("default"))) struct jit_descriptor __jit_debug_descriptor = { 1, 0,
+											 NULL, NULL };
+
+__attribute__((visibility("default"), noinline, used)) void __jit_debug_register_code(void);
+void __jit_debug_register_code(void)
+{
+	__asm__ volatile("" ::: "memory"); /* GDB's breakpoint: keep the call */
+}
+
+/* A minimal ELF64 file: header, .text (NOBITS), .symtab, .strtab, .shstrtab. */
+static char *gdb_symfile(uintptr_t start, size_t size, const char *name, size_t *len)
+{
+	static const char shstr[] = "\0.text\0.symtab\0.strtab\0.shstrtab";
+	size_t nl = strlen(name);
+	size_t off_sym = sizeof(Elf64_Ehdr);
+	size_t off_str = off_sym + 2 * sizeof(Elf64_Sym);
+	size_t off_shstr = off_str + 1 + nl + 1;
+	size_t off_sh = (off_shstr + sizeof(shstr) + 7) & ~(size_t)7;
+	size_t total = off_sh + 5 * sizeof(Elf64_Shdr);
+	char *f = calloc(1, total);
+
+	if (!f)
+		return NULL;
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)f;
+
+	memcpy(eh->e_ident, ELFMAG, SELFMAG);
+	eh->e_ident[EI_CLASS] = ELFCLASS64;
+	eh->e_ident[EI_DATA] = ELFDATA2LSB;
+	eh->e_ident[EI_VERSION] = EV_CURRENT;
+	eh->e_ident[EI_OSABI] = ELFOSABI_SYSV;
+	eh->e_type = ET_EXEC;
+	eh->e_machine = EM_X86_64;
+	eh->e_version = EV_CURRENT;
+	eh->e_ehsize = sizeof(Elf64_Ehdr);
+	eh->e_shoff = off_sh;
+	eh->e_shentsize = sizeof(Elf64_Shdr);
+	eh->e_shnum = 5;
+	eh->e_shstrndx = 4;
+
+	Elf64_Sym *sym = (Elf64_Sym *)(f + off_sym);
+
+	sym[1].st_name = 1;
+	sym[1].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+	sym[1].st_shndx = 1;
+	sym[1].st_value = start;
+	sym[1].st_size = size;
+	memcpy(f + off_str + 1, name, nl);
+	memcpy(f + off_shstr, shstr, sizeof(shstr));
+
+	Elf64_Shdr *sh = (Elf64_Shdr *)(f + off_sh);
+
+	sh[1] = (Elf64_Shdr){ .sh_name = 1, .sh_type = SHT_NOBITS,
+			      .sh_flags = SHF_ALLOC | SHF_EXECINSTR, .sh_addr = start,
+			      .sh_size = size, .sh_addralign = 16 };
+	sh[2] = (Elf64_Shdr){ .sh_name = 7, .sh_type = SHT_SYMTAB, .sh_offset = off_sym,
+			      .sh_size = 2 * sizeof(Elf64_Sym), .sh_link = 3, .sh_info = 1,
+			      .sh_addralign = 8, .sh_entsize = sizeof(Elf64_Sym) };
+	sh[3] = (Elf64_Shdr){ .sh_name = 15, .sh_type = SHT_STRTAB, .sh_offset = off_str,
+			      .sh_size = 1 + nl + 1, .sh_addralign = 1 };
+	sh[4] = (Elf64_Shdr){ .sh_name = 23, .sh_type = SHT_STRTAB, .sh_offset = off_shstr,
+			      .sh_size = sizeof(shstr), .sh_addralign = 1 };
+	*len = total;
+	return f;
+}
+
+/* g_lock held for both. */
+static void gdb_unregister(struct ep__diag *r)
+{
+	struct jit_code_entry *e = r->gdb;
+
+	if (!e)
+		return;
+	if (e->prev_entry)
+		e->prev_entry->next_entry = e->next_entry;
+	else
+		__jit_debug_descriptor.first_entry = e->next_entry;
+	if (e->next_entry)
+		e->next_entry->prev_entry = e->prev_entry;
+	__jit_debug_descriptor.relevant_entry = e;
+	__jit_debug_descriptor.action_flag = 2;
+	__jit_debug_register_code();
+	__jit_debug_descriptor.action_flag = 0;
+	free((void *)e->symfile_addr);
+	free(e);
+	r->gdb = NULL;
+}
+
+static void gdb_register(struct ep__diag *r, void *exec, size_t size)
+{
+	gdb_unregister(r);
+	if (!r->finalized || !r->name)
+		return;
+	struct jit_code_entry *e = calloc(1, sizeof(*e));
+	size_t len = 0;
+	char *file = e ? gdb_symfile((uintptr_t)exec, size, r->name, &len) : NULL;
+
+	if (!file) {
+		free(e);
+		return; /* no memory: gdb just does not learn this name */
+	}
+	e->symfile_addr = file;
+	e->symfile_size = len;
+	e->next_entry = __jit_debug_descriptor.first_entry;
+	if (e->next_entry)
+		e->next_entry->prev_entry = e;
+	__jit_debug_descriptor.first_entry = e;
+	__jit_debug_descriptor.relevant_entry = e;
+	__jit_debug_descriptor.action_flag = 1;
+	__jit_debug_register_code();
+	__jit_debug_descriptor.action_flag = 0;
+	r->gdb = e;
+}
+
 /* ---- perf map -------------------------------------------------------------- */
 
 static bool perfmap_wanted(unsigned pool_flags)
@@ -520,6 +657,7 @@ void ep__diag_finalize(struct ep_pool *pool, struct ep__diag **d, void *exec, si
 
 	r->finalized = true;
 	unw_register(r, exec, size);
+	gdb_register(r, exec, size);
 	if (r->name && perfmap_wanted(pool_flags))
 		perfmap_append(exec, size, r->name);
 	pthread_mutex_unlock(&g_lock);
@@ -533,6 +671,7 @@ static void record_drop(struct ep__diag **d)
 		return;
 	pthread_mutex_lock(&g_lock);
 	unw_unregister(r);
+	gdb_unregister(r);
 	if (r->slot != SIZE_MAX) {
 		slot_write(slot_at(r->slot), 0, 0, NULL);
 		if (slot_put(r->slot) != 0) {
@@ -618,6 +757,7 @@ int ep__diag_set_name(struct ep_pool *pool, struct ep__diag **d, void *exec, siz
 	free(r->name);
 	r->name = copy;
 	unw_register(r, exec, size);
+	gdb_register(r, exec, size);
 	if (finalized && perfmap_wanted(pool_flags))
 		perfmap_append(exec, size, copy);
 	pthread_mutex_unlock(&g_lock);
@@ -688,6 +828,8 @@ __attribute__((destructor)) static void diag_at_exit(void)
 		ep__diag_hide_word(&r->di.start_ip, sizeof(r->di.start_ip));
 		ep__diag_hide_word(&r->di.end_ip, sizeof(r->di.end_ip));
 #endif
+		if (r->gdb)
+			ep__diag_hide_word(r->gdb->symfile_addr, r->gdb->symfile_size);
 	}
 	size_t high = __atomic_load_n(&g_high, __ATOMIC_RELAXED);
 
