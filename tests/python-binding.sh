@@ -11,6 +11,12 @@ if ! command -v "$python" >/dev/null 2>&1 ||
 	echo "SKIP: $python with ctypes is not available"
 	exit 77
 fi
+if [ -n "${EP_SANITIZER:-}" ]; then
+	# a sanitizer runtime must be the first library of a process; python3 is
+	# not built with one, so an instrumented libexecpack cannot load into it
+	echo "SKIP: the library is built with ${EP_SANITIZER}; python3 cannot load it"
+	exit 77
+fi
 lib=$builddir/libexecpack/.libs/libexecpack.so.0
 [ -e "$lib" ] || { echo "ERROR: $lib not built"; exit 99; }
 case $lib in /*) ;; *) lib=$(pwd)/$lib ;; esac
