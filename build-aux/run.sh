@@ -107,7 +107,7 @@ fi
 
 if want sanitizers && [ -x "$top/build-aux/sanitizers.sh" ]; then
 	say "sanitizers (TSan, ASan, UBSan)"
-	SAN_BUILD_DIR=$build/san "$top/build-aux/sanitizers.sh" || status=1
+	SAN_BUILDDIR=$build/san "$top/build-aux/sanitizers.sh" || status=1
 	for d in "$build"/san/*/; do
 		[ -d "$d" ] && keep_logs "san-$(basename "$d")" "$d"
 	done
@@ -115,7 +115,7 @@ fi
 
 if want fuzz && [ -x "$top/tests/fuzz-smoke.sh" ]; then
 	say "fuzz smoke run"
-	if BUILD_DIR=$build/main sh "$top/tests/fuzz-smoke.sh" > "$results/fuzz.out" 2>&1; then
+	if (cd "$build/main" && sh "$top/tests/fuzz-smoke.sh") > "$results/fuzz.out" 2>&1; then
 		record fuzz 1 0
 	elif [ $? -eq 77 ]; then
 		record fuzz 0 0 1
