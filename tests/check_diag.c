@@ -12,6 +12,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +206,88 @@ START_TEST(test_name_before_finalize)
 	ck_assert_int_eq(ep_set_name(pool, img.exec, "never_run"), 0);
 	ck_assert_int_eq(ep_free(pool, img.exec), 0);
 	ck_assert_int_eq(ep_symbolize(img.exec, buf, sizeof(buf), NULL), -ENOENT);
+}
+END_TEST
+
+/* Readers never see a torn entry while another thread names, renames and
+ * frees code at the same addresses. */
+static void *g_race_addr[4];
+static int g_race_stop;
+
+static void *symbolize_reader(void *arg)
+{
+	long bad = 0, hits = 0;
+
+	(void)arg;
+	while (!__atomic_load_n(&g_race_stop, __ATOMIC_ACQUIRE)) {
+		for (int i = 0; i < 4; i++) {
+			void *a = __atomic_load_n(&g_race_addr[i], __ATOMIC_ACQUIRE);
+			char buf[EP_NAME_MAX + 1];
+			size_t off = 12345;
+
+			if (!a)
+				continue;
+			int rc = ep_symbolize((char *)a + 3, buf, sizeof(buf), &off);
+
+			if (rc == -ENOENT)
+				continue;
+			hits++;
+			/* names are "race_<n>_" followed by 'x' * (n * 37 % 200) */
+			if (rc != 0 || off != 3 || strncmp(buf, "race_", 5) != 0) {
+				bad++;
+				continue;
+			}
+			int n = atoi(buf + 5);
+			const char *tail = strchr(buf + 5, '_');
+			size_t want = (size_t)(n * 37 % 200);
+
+			if (!tail || strspn(tail + 1, "x") != want || tail[1 + want] != 0)
+				bad++;
+		}
+	}
+	return (void *)(bad ? -1 : hits);
+}
+
+START_TEST(test_symbolize_concurrent)
+{
+	pthread_t th;
+	int rounds = getenv("EP_TEST_QUICK") ? 300 : 3000;
+	char name[EP_NAME_MAX + 1];
+
+	__atomic_store_n(&g_race_stop, 0, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_create(&th, NULL, symbolize_reader, NULL), 0);
+	for (int r = 0; r < rounds; r++) {
+		int i = r % 4;
+		void *a = __atomic_load_n(&g_race_addr[i], __ATOMIC_ACQUIRE);
+
+		if (a) {
+			__atomic_store_n(&g_race_addr[i], NULL, __ATOMIC_RELEASE);
+			ck_assert_int_eq(ep_free(pool, a), 0);
+		}
+		a = jit(pool, 40, (uint32_t)r);
+		int n = snprintf(name, sizeof(name), "race_%d_", r);
+
+		memset(name + n, 'x', (size_t)(r * 37 % 200));
+		name[n + r * 37 % 200] = 0;
+		ck_assert_int_eq(ep_set_name(pool, a, name), 0);
+		__atomic_store_n(&g_race_addr[i], a, __ATOMIC_RELEASE);
+		/* rename in place: readers see the old or the new name */
+		snprintf(name, sizeof(name), "race_%d_", r + 4000);
+		n = (int)strlen(name);
+		memset(name + n, 'x', (size_t)((r + 4000) * 37 % 200));
+		name[n + (r + 4000) * 37 % 200] = 0;
+		ck_assert_int_eq(ep_set_name(pool, a, name), 0);
+	}
+	__atomic_store_n(&g_race_stop, 1, __ATOMIC_RELEASE);
+	void *res;
+
+	ck_assert_int_eq(pthread_join(th, &res), 0);
+	ck_assert_msg((long)res >= 0, "a reader saw a torn or wrong name");
+	for (int i = 0; i < 4; i++) {
+		if (g_race_addr[i])
+			ck_assert_int_eq(ep_free(pool, g_race_addr[i]), 0);
+		g_race_addr[i] = NULL;
+	}
 }
 END_TEST
 
@@ -544,6 +627,7 @@ static Suite *diag_suite(void)
 	tcase_add_test(tc, test_symbolize);
 	tcase_add_test(tc, test_symbolize_many_pools);
 	tcase_add_test(tc, test_name_before_finalize);
+	tcase_add_test(tc, test_symbolize_concurrent);
 	tcase_add_test(tc, test_reuse_runs_new_code);
 	tcase_add_test(tc, test_perfmap);
 	tcase_add_test(tc, test_set_unwind_errors);

@@ -25,6 +25,14 @@
 #ifndef RUNNING_ON_VALGRIND
 #define RUNNING_ON_VALGRIND 0
 #endif
+#if defined(HAVE_VALGRIND_VALGRIND_H) && defined(__has_include)
+#if __has_include(<valgrind/helgrind.h>)
+#include <valgrind/helgrind.h>
+#endif
+#endif
+#ifndef VALGRIND_HG_DISABLE_CHECKING
+#define VALGRIND_HG_DISABLE_CHECKING(addr, len) ((void)(addr), (void)(len))
+#endif
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
