@@ -5,7 +5,7 @@
  *                  at the same address, call (must give 2); patch it with
  *                  ep_write twice, call after each.  Exit 0 when every call
  *                  ran the new code.
- *   vg-jit leak    JIT one function and drop its only pointer without
+ *   vg-jit leak    JIT one named function and drop its only pointer without
  *                  ep_free(); the pool stays alive until exit.  Memcheck
  *                  must report the block as "definitely lost".
  *   vg-jit clean   the same, freed properly, and a second pool destroyed
@@ -93,6 +93,10 @@ __attribute__((noinline)) static int leak_one(void)
 	void *a = jit(g_pool, 5);
 
 	if (!a || call(a) != 5)
+		return 1;
+	/* named: the name table, libunwind and gdb entries must not keep it
+	 * "reachable" either */
+	if (ep_set_name(g_pool, a, "leaked_prog") != 0)
 		return 1;
 	hide = (uintptr_t)a ^ 0x5a5a5a5aul; /* keep it printable, not a pointer */
 	printf("leaking the JIT allocation at %#lx\n", (unsigned long)(hide ^ 0x5a5a5a5aul));
