@@ -100,7 +100,8 @@ END_TEST
  * private hugetlbfs mount.  Returns a child exit status. */
 static int noexec_hugetlbfs_child(void)
 {
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+	/* source and type are ignored for a propagation change, but must be valid strings */
+	if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0)
 		return 10;
 	char dir[] = "/tmp/execpack-hugetlbfs-XXXXXX";
 
