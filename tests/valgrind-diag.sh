@@ -8,6 +8,10 @@
 #   clean: nothing is lost when code is freed or its pool destroyed.
 # SKIP without valgrind.  Environment: top_builddir (make check).
 set -u
+if [ -n "${EP_SANITIZER:-}" ]; then
+	echo "SKIP: Valgrind cannot run a program built with ${EP_SANITIZER}"
+	exit 77
+fi
 builddir=${top_builddir:-.}
 prog=$builddir/tests/vg-jit
 VALGRIND=${VALGRIND:-valgrind}
