@@ -5,6 +5,7 @@
  * reason; live patching of a JIT call with ep_write().
  */
 #include <check.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -635,6 +636,106 @@ START_TEST(test_hex)
 }
 END_TEST
 
+/*
+ * ELF loader robustness (found by fuzz/fuzz_ebpf.c): a minimal object
+ * (null, .text with `mov r0, 7; exit`, .shstrtab), then one defect each.
+ * Before the fixes these read out of bounds or misaligned; ASan/UBSan
+ * builds (build-aux/sanitizers.sh) catch a regression, plain builds see
+ * the error.
+ */
+static _Alignas(8) uint8_t elf_buf[512];
+
+static size_t mini_elf(void)
+{
+	static const struct ebpf_insn code[] = { MOV64_IMM(R0, 7), EXIT() };
+	static const char shstr[] = "\0.text\0.shstrtab";
+	Elf64_Ehdr eh = { .e_type = ET_REL, .e_machine = 247, .e_version = EV_CURRENT,
+			  .e_ehsize = sizeof(Elf64_Ehdr), .e_shentsize = sizeof(Elf64_Shdr),
+			  .e_shnum = 3, .e_shstrndx = 2, .e_shoff = 104 };
+	Elf64_Shdr sh[3] = {
+		{ 0 },
+		{ .sh_name = 1, .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
+		  .sh_offset = 64, .sh_size = sizeof(code) },
+		{ .sh_name = 7, .sh_type = SHT_STRTAB, .sh_offset = 80, .sh_size = sizeof(shstr) },
+	};
+
+	memset(elf_buf, 0, sizeof(elf_buf));
+	memcpy(eh.e_ident, ELFMAG, SELFMAG);
+	eh.e_ident[EI_CLASS] = ELFCLASS64;
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	memcpy(elf_buf, &eh, sizeof(eh));
+	memcpy(elf_buf + 64, code, sizeof(code));
+	memcpy(elf_buf + 80, shstr, sizeof(shstr));
+	memcpy(elf_buf + 104, sh, sizeof(sh));
+	return 104 + sizeof(sh);
+}
+
+static Elf64_Shdr *elf_sh(int i)
+{
+	return (Elf64_Shdr *)(elf_buf + 104) + i;
+}
+
+static void elf_expect(const void *buf, size_t len, int rc, const char *msg)
+{
+	struct ebpf_vm *vm;
+	struct ebpf_prog *p = NULL;
+	struct ebpf_err err;
+
+	ck_assert_int_eq(ebpf_vm_create(NULL, &vm), 0);
+	ck_assert_int_eq(ebpf_load_elf(vm, buf, len, NULL, NULL, &p, &err), rc);
+	if (rc == 0) {
+		uint64_t r0;
+
+		ck_assert_int_eq(ebpf_run_interp(p, NULL, 0, &r0), 0);
+		ck_assert_uint_eq(r0, 7);
+		ebpf_unload(p);
+	} else {
+		ck_assert_ptr_null(p);
+		ck_assert_msg(strstr(err.msg, msg), "error '%s', expected '%s'", err.msg, msg);
+	}
+	ebpf_vm_destroy(vm);
+}
+
+START_TEST(test_elf_robust)
+{
+	size_t n = mini_elf();
+	static _Alignas(8) uint8_t copy[sizeof(elf_buf) + 8];
+
+	elf_expect(elf_buf, n, 0, NULL);
+	/* section headers at an odd offset: were read as misaligned structs */
+	memmove(elf_buf + 105, elf_buf + 104, n - 104);
+	((Elf64_Ehdr *)elf_buf)->e_shoff = 105;
+	elf_expect(elf_buf, n + 1, -EINVAL, "section headers are malformed");
+	/* the whole image misaligned */
+	n = mini_elf();
+	memcpy(copy + 1, elf_buf, n);
+	elf_expect(copy + 1, n, -EINVAL, "not 8-byte aligned");
+	/* names that run to the end of the file unterminated: strcmp read past it */
+	n = mini_elf();
+	memcpy(elf_buf + n, ".tex", 4);
+	elf_sh(2)->sh_offset = n;
+	elf_sh(2)->sh_size = 4;
+	elf_sh(1)->sh_name = elf_sh(2)->sh_name = 0;
+	/* exactly sized, so that ASan sees a read past the end */
+	uint8_t *exact = malloc(n + 4);
+
+	ck_assert_ptr_nonnull(exact);
+	memcpy(exact, elf_buf, n + 4);
+	elf_expect(exact, n + 4, -EINVAL, "no code section or function named '.text'");
+	free(exact);
+	/* code in a NOBITS section far outside the file: was memcpy'd from there */
+	n = mini_elf();
+	elf_sh(1)->sh_type = SHT_NOBITS;
+	elf_sh(1)->sh_offset = 1u << 30;
+	elf_expect(elf_buf, n, -EINVAL, "section .text is empty");
+	/* a NOBITS name table */
+	n = mini_elf();
+	elf_sh(2)->sh_type = SHT_NOBITS;
+	elf_sh(2)->sh_offset = 1u << 30;
+	elf_expect(elf_buf, n, -EINVAL, "name table has no contents");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ebpf");
@@ -653,6 +754,7 @@ int main(void)
 	tcase_add_test(tc, test_patch_rel32);
 	tcase_add_test(tc, test_repatch_native);
 	tcase_add_test(tc, test_hex);
+	tcase_add_test(tc, test_elf_robust);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);

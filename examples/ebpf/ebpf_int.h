@@ -49,6 +49,14 @@ int ebpf_prog_new(struct ebpf_vm *vm, const struct ebpf_insn *insns,
 		  size_t n, const char *name, struct ebpf_prog **out,
 		  struct ebpf_err *err);
 
+/*
+ * The interpreter with a step limit, for harnesses that run programs the
+ * verifier cannot prove to terminate (it allows loops): -ETIME after
+ * max_steps instructions, 0 = no limit.  ebpf_run_interp() has no limit.
+ */
+int ebpf_run_interp_steps(const struct ebpf_prog *prog, void *ctx, size_t len,
+			  uint64_t *r0, uint64_t max_steps);
+
 int ebpf_jit_compile(struct ebpf_prog *prog, struct ebpf_err *err);
 void ebpf_jit_free(struct ebpf_prog *prog);
 

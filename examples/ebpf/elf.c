@@ -43,18 +43,28 @@ static bool in_file(const struct elf *e, uint64_t off, uint64_t size)
 	return off <= e->len && size <= e->len - off;
 }
 
+/* A name from a string table, "?" unless it ends inside the table. */
+static const char *str_at(const char *tab, size_t len, uint64_t n)
+{
+	return n < len && memchr(tab + n, 0, len - n) ? tab + n : "?";
+}
+
 static const char *sec_name(const struct elf *e, size_t i)
 {
-	uint32_t n = e->sh[i].sh_name;
-
-	return n < e->shstr_len ? e->shstr + n : "?";
+	return str_at(e->shstr, e->shstr_len, e->sh[i].sh_name);
 }
 
 static const char *sym_name(const struct elf *e, const Elf64_Sym *s)
 {
 	if (ELF64_ST_TYPE(s->st_info) == STT_SECTION && s->st_shndx < e->eh->e_shnum)
 		return sec_name(e, s->st_shndx);
-	return s->st_name < e->str_len ? e->str + s->st_name : "?";
+	return str_at(e->str, e->str_len, s->st_name);
+}
+
+/* Headers, symbols and relocations are read in place as structs. */
+static bool aligned8(const struct elf *e, uint64_t off)
+{
+	return ((uintptr_t)e->base + off) % 8 == 0;
 }
 
 static int find_section(const struct elf *e, const char *name)
@@ -71,6 +81,8 @@ static int open_elf(struct elf *e, const void *buf, size_t len, struct ebpf_err 
 	e->base = buf;
 	e->len = len;
 	e->eh = buf;
+	if (!aligned8(e, 0))
+		return ebpf_fail(err, -1, "ELF image is not 8-byte aligned in memory");
 	if (len < sizeof(Elf64_Ehdr) || memcmp(e->eh->e_ident, ELFMAG, SELFMAG))
 		return ebpf_fail(err, -1, "not an ELF file");
 	if (e->eh->e_ident[EI_CLASS] != ELFCLASS64 || e->eh->e_ident[EI_DATA] != ELFDATA2LSB)
@@ -79,18 +91,27 @@ static int open_elf(struct elf *e, const void *buf, size_t len, struct ebpf_err 
 		return ebpf_fail(err, -1, "ELF machine %u is not BPF (%u)", e->eh->e_machine, EM_BPF);
 	if (e->eh->e_shentsize != sizeof(Elf64_Shdr) ||
 	    !in_file(e, e->eh->e_shoff, (uint64_t)e->eh->e_shnum * sizeof(Elf64_Shdr)) ||
-	    e->eh->e_shstrndx >= e->eh->e_shnum)
+	    e->eh->e_shstrndx >= e->eh->e_shnum || !aligned8(e, e->eh->e_shoff))
 		return ebpf_fail(err, -1, "ELF section headers are malformed");
 	e->sh = (const Elf64_Shdr *)(e->base + e->eh->e_shoff);
-	for (size_t i = 0; i < e->eh->e_shnum; i++)
-		if (e->sh[i].sh_type != SHT_NOBITS && !in_file(e, e->sh[i].sh_offset, e->sh[i].sh_size))
+	for (size_t i = 0; i < e->eh->e_shnum; i++) {
+		uint32_t t = e->sh[i].sh_type;
+
+		if (t != SHT_NOBITS && !in_file(e, e->sh[i].sh_offset, e->sh[i].sh_size))
 			return ebpf_fail(err, -1, "ELF section %zu lies outside the file", i);
+		if ((t == SHT_SYMTAB || t == SHT_REL || t == SHT_RELA) &&
+		    !aligned8(e, e->sh[i].sh_offset))
+			return ebpf_fail(err, -1, "ELF section %zu is misaligned", i);
+	}
+	/* NOBITS sections have no bytes in the file: not as strings, not as code */
+	if (e->sh[e->eh->e_shstrndx].sh_type == SHT_NOBITS)
+		return ebpf_fail(err, -1, "ELF section name table has no contents");
 	e->shstr = (const char *)e->base + e->sh[e->eh->e_shstrndx].sh_offset;
 	e->shstr_len = e->sh[e->eh->e_shstrndx].sh_size;
 	for (size_t i = 0; i < e->eh->e_shnum; i++) {
 		if (e->sh[i].sh_type != SHT_SYMTAB)
 			continue;
-		if (e->sh[i].sh_link >= e->eh->e_shnum)
+		if (e->sh[i].sh_link >= e->eh->e_shnum || e->sh[e->sh[i].sh_link].sh_type == SHT_NOBITS)
 			return ebpf_fail(err, -1, "ELF symbol table has a bad string table link");
 		e->syms = (const Elf64_Sym *)(e->base + e->sh[i].sh_offset);
 		e->nsyms = e->sh[i].sh_size / sizeof(Elf64_Sym);
@@ -253,12 +274,12 @@ int ebpf_load_elf(struct ebpf_vm *vm, const void *buf, size_t len,
 			goto out;
 		}
 	}
-	if (e.sh[sec].sh_size % 8 || e.sh[sec].sh_size == 0) {
+	if (e.sh[sec].sh_type == SHT_NOBITS || e.sh[sec].sh_size % 8 || e.sh[sec].sh_size == 0) {
 		rc = ebpf_fail(err, -1, "section %s is empty or not a multiple of 8 bytes", sec_name(&e, sec));
 		goto out;
 	}
 	nmain = e.sh[sec].sh_size / 8;
-	if (sec != text && text >= 0 && sec_needs(&e, sec, text))
+	if (sec != text && text >= 0 && e.sh[text].sh_type != SHT_NOBITS && sec_needs(&e, sec, text))
 		ntext = e.sh[text].sh_size / 8;
 	/* A function that is not first in its section: enter via call + exit. */
 	if (entry)

@@ -206,6 +206,12 @@ static uint64_t atomic_op(const struct ebpf_insn *in, void *addr, uint64_t *src,
 int ebpf_run_interp(const struct ebpf_prog *prog, void *ctx, size_t len,
 		    uint64_t *r0)
 {
+	return ebpf_run_interp_steps(prog, ctx, len, r0, 0);
+}
+
+int ebpf_run_interp_steps(const struct ebpf_prog *prog, void *ctx, size_t len,
+			  uint64_t *r0, uint64_t max_steps)
+{
 	/* One 512-byte frame per call level, the main program on top. */
 	_Alignas(16) uint8_t stack[EBPF_MAX_FRAMES * EBPF_STACK_SIZE];
 	struct frame frames[EBPF_MAX_FRAMES];
@@ -214,12 +220,16 @@ int ebpf_run_interp(const struct ebpf_prog *prog, void *ctx, size_t len,
 	uint64_t reg[11] = { 0 };
 	size_t pc = 0;
 	int depth = 0;
+	/* Counts down; 0 (no limit) starts at the maximum, which no run reaches. */
+	uint64_t left = max_steps ? max_steps : UINT64_MAX;
 
 	reg[1] = (uint64_t)(uintptr_t)ctx;
 	reg[2] = len;
 	reg[10] = (uint64_t)(uintptr_t)(stack + sizeof(stack));
 
 	for (;;) {
+		if (left-- == 0)
+			return -ETIME;
 		const struct ebpf_insn *in = &insns[pc++];
 		uint8_t cls = in->code & 7, op = in->code & 0xf0;
 		bool x = in->code & EBPF_X;
