@@ -7,15 +7,22 @@
 #                           stage; ends with "N passed, N failed"
 #
 # Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
-# default all: check valgrind kmod sanitizers fuzz debian distcheck).
+# default all: check valgrind kmod sanitizers fuzz debian distcheck),
+# EP_TEST_BUDGET (seconds the whole test run may take, default 4800).
+#
+# Every stage runs under timeout(1) with its own limit, cut to what is left
+# of the budget: a hung test fails its stage and the run still ends with
+# its totals, instead of the run being killed from outside with none.
 set -u
+started=$(date +%s)
+budget=${EP_TEST_BUDGET:-4800}
 top=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:-test}
 build=${BUILD_DIR:-$top/_build}
 results=$build/results
 jobs=$(nproc 2>/dev/null || echo 2)
 
-say() { printf '\n=== %s\n' "$*"; }
+say() { printf '\n=== %s  [%ss]\n' "$*" $(($(date +%s) - started)); }
 
 case $mode in
 demo) sh "$top/build-aux/install-deps.sh" base || exit 1 ;;
@@ -61,6 +68,29 @@ record() { # name passed failed [skipped]
 	echo "$2 passed, $3 failed, ${4:-0} skipped" > "$results/$1/stage.results"
 }
 
+# limit NAME SECONDS: run the rest of the line under timeout(1) with the
+# stage's limit, or what is left of the budget (minus a margin for the
+# totals) if that is less.  A stage that ran out of time is recorded as a
+# failure of its own, "NAME-timeout".
+limit() {
+	lname=$1 lsecs=$2
+	shift 2
+	left=$((budget - ($(date +%s) - started) - 120))
+	[ "$left" -lt "$lsecs" ] && lsecs=$left
+	if [ "$lsecs" -lt 30 ]; then
+		echo "$lname: not run, the test budget (${budget}s) is spent"
+		record "$lname-timeout" 0 1
+		return 124
+	fi
+	timeout -k 30 "$lsecs" "$@"
+	lrc=$?
+	if [ "$lrc" -eq 124 ] || [ "$lrc" -eq 137 ]; then
+		echo "$lname: timed out after ${lsecs}s"
+		record "$lname-timeout" 0 1
+	fi
+	return "$lrc"
+}
+
 want() { case " ${STAGES:-check valgrind kmod sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Huge pages for the hugetlb tests; the old value is put back at exit.
@@ -69,25 +99,27 @@ if [ -w /proc/sys/vm/nr_hugepages ]; then
 	old_hp=$(cat /proc/sys/vm/nr_hugepages)
 	want_hp=$((old_hp < 16 ? 16 : old_hp))
 	echo "$want_hp" > /proc/sys/vm/nr_hugepages 2>/dev/null || true
-	trap 'echo "$old_hp" > /proc/sys/vm/nr_hugepages' EXIT INT TERM
+	trap 'echo "$old_hp" > /proc/sys/vm/nr_hugepages' EXIT
+	# a signal ends the run (the EXIT trap still restores the setting)
+	trap 'exit 143' INT TERM
 	echo "vm.nr_hugepages: $old_hp -> $(cat /proc/sys/vm/nr_hugepages) for the tests"
 fi
 
 if want check; then
 	say "make check"
-	make -C "$build/main" -j"$jobs" check || status=1
+	limit check 1800 make -C "$build/main" -j"$jobs" check || status=1
 	keep_logs check "$build/main"
 fi
 
 if want valgrind; then
 	say "make check-valgrind"
-	if make -C "$build/main" check-valgrind; then :; else status=1; fi
+	limit valgrind 2400 make -C "$build/main" check-valgrind || status=1
 	keep_logs valgrind "$build/main"
 fi
 
 if want kmod; then
 	say "make check-kmod (kernel module in a real kernel under qemu)"
-	make -C "$build/main" check-kmod
+	limit kmod 1200 make -C "$build/main" check-kmod
 	rc=$?
 	log=$build/main/tests/kmod/check-kmod.log
 	line=$(grep -E '^[0-9]+%: Checks: [0-9]+' "$log" 2>/dev/null | tail -1)
@@ -107,7 +139,9 @@ fi
 
 if want sanitizers && [ -x "$top/build-aux/sanitizers.sh" ]; then
 	say "sanitizers (TSan, ASan, UBSan)"
-	SAN_BUILDDIR=$build/san "$top/build-aux/sanitizers.sh" || status=1
+	SAN_BUILDDIR=$build/san
+	export SAN_BUILDDIR
+	limit sanitizers 2400 "$top/build-aux/sanitizers.sh" || status=1
 	for d in "$build"/san/*/; do
 		[ -d "$d" ] && keep_logs "san-$(basename "$d")" "$d"
 	done
@@ -115,7 +149,7 @@ fi
 
 if want fuzz && [ -x "$top/tests/fuzz-smoke.sh" ]; then
 	say "fuzz smoke run"
-	if (cd "$build/main" && sh "$top/tests/fuzz-smoke.sh") > "$results/fuzz.out" 2>&1; then
+	if (cd "$build/main" && limit fuzz 900 sh "$top/tests/fuzz-smoke.sh") > "$results/fuzz.out" 2>&1; then
 		record fuzz 1 0
 	elif [ $? -eq 77 ]; then
 		record fuzz 0 0 1
@@ -128,7 +162,7 @@ fi
 
 if want debian && [ -f "$top/tests/check-debian.sh" ]; then
 	say "Debian packages"
-	sh "$top/tests/check-debian.sh" > "$results/debian.out" 2>&1
+	limit debian 1500 sh "$top/tests/check-debian.sh" > "$results/debian.out" 2>&1
 	rc=$?
 	tail -30 "$results/debian.out"
 	mkdir -p "$results/debian"
@@ -144,7 +178,7 @@ fi
 
 if want distcheck; then
 	say "make distcheck"
-	if make -C "$build/main" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror > "$results/distcheck.out" 2>&1; then
+	if limit distcheck 1500 make -C "$build/main" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror > "$results/distcheck.out" 2>&1; then
 		record distcheck 1 0
 		grep -E 'archives ready|\.tar\.gz' "$results/distcheck.out" | tail -3
 	else
