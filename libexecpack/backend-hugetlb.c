@@ -214,6 +214,7 @@ static int hugetlb_privatize(struct ep__backend *be, struct ep__region *r)
 
 const struct ep__backend_ops ep__backend_hugetlb = {
 	.name = "hugetlb",
+	.threadsafe = 1,
 	.open = hugetlb_open,
 	.close = hugetlb_close,
 	.page_size = hugetlb_page_size,

@@ -409,6 +409,7 @@ static int kmod_privatize(struct ep__backend *be, struct ep__region *r)
 
 const struct ep__backend_ops ep__backend_kmod = {
 	.name = "kmod",
+	.threadsafe = 0,
 	.open = kmod_open,
 	.close = kmod_close,
 	.page_size = kmod_page_size,

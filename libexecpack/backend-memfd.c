@@ -342,6 +342,7 @@ static int memfd_privatize(struct ep__backend *be, struct ep__region *r)
 
 const struct ep__backend_ops ep__backend_memfd = {
 	.name = "memfd",
+	.threadsafe = 1,
 	.open = memfd_open,
 	.close = memfd_close,
 	.page_size = memfd_page_size,

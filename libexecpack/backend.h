@@ -26,6 +26,9 @@ struct ep__region {
 
 struct ep__backend_ops {
 	const char *name; /* "memfd", "hugetlb", "kmod" */
+	/* 1: calls on different regions (and write/fill on different bytes of
+	 * one region) may run at the same time; 0: the pool serialises them */
+	int threadsafe;
 
 	/*
 	 * Set up per-pool state.  On failure returns -errno and writes a one-line

@@ -633,7 +633,7 @@ static void valgrind_readahead_guard(void *exec, size_t size)
 		munmap(got, (size_t)pg);
 }
 
-void ep__diag_alloc(struct ep_pool *pool, void *exec, size_t size)
+void ep__diag_alloc(struct ep__sub *pool, void *exec, size_t size)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
@@ -645,7 +645,7 @@ void ep__diag_alloc(struct ep_pool *pool, void *exec, size_t size)
 	VALGRIND_MEMPOOL_ALLOC(pool, exec, size);
 }
 
-void ep__diag_finalize(struct ep_pool *pool, struct ep__diag **d, void *exec, size_t size,
+void ep__diag_finalize(struct ep__sub *pool, struct ep__diag **d, void *exec, size_t size,
 		       unsigned pool_flags)
 {
 	(void)pool;
@@ -690,7 +690,7 @@ static void record_drop(struct ep__diag **d)
 	*d = NULL;
 }
 
-void ep__diag_free(struct ep_pool *pool, struct ep__diag **d, void *exec, size_t size,
+void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void *exec, size_t size,
 		   bool unmapped)
 {
 	record_drop(d);
@@ -707,7 +707,7 @@ void ep__diag_forget(struct ep__diag **d)
 	record_drop(d);
 }
 
-void ep__diag_pool_destroy(struct ep_pool *pool)
+void ep__diag_pool_destroy(struct ep__sub *pool)
 {
 	if (RUNNING_ON_VALGRIND && VALGRIND_MEMPOOL_EXISTS(pool))
 		VALGRIND_DESTROY_MEMPOOL(pool);
@@ -726,7 +726,7 @@ static int name_check(const char *name)
 	return 0;
 }
 
-int ep__diag_set_name(struct ep_pool *pool, struct ep__diag **d, void *exec, size_t size,
+int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec, size_t size,
 		      bool finalized, unsigned pool_flags, const char *name)
 {
 	int rc = name_check(name);

@@ -13,27 +13,27 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct ep_pool;
+struct ep__sub; /* pool.c: one sub-pool, its own lock */
 struct ep__diag; /* per named allocation, diag.c only */
 
 /* ep_alloc() handed out [exec, exec+size). */
-void ep__diag_alloc(struct ep_pool *pool, void *exec, size_t size);
+void ep__diag_alloc(struct ep__sub *pool, void *exec, size_t size);
 
 /* The allocation at exec was finalized (its code is in place). */
-void ep__diag_finalize(struct ep_pool *pool, struct ep__diag **d, void *exec,
+void ep__diag_finalize(struct ep__sub *pool, struct ep__diag **d, void *exec,
 		       size_t size, unsigned pool_flags);
 
 /* ep_free(): the allocation is gone; unmapped: its memory was unmapped. */
-void ep__diag_free(struct ep_pool *pool, struct ep__diag **d, void *exec,
+void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void *exec,
 		   size_t size, bool unmapped);
 
 /* ep_pool_destroy(): forget one allocation that was still live ... */
 void ep__diag_forget(struct ep__diag **d);
 /* ... and, after all of them, the pool itself. */
-void ep__diag_pool_destroy(struct ep_pool *pool);
+void ep__diag_pool_destroy(struct ep__sub *pool);
 
 /* ep_set_name() and ep_set_unwind() with the allocation resolved. */
-int ep__diag_set_name(struct ep_pool *pool, struct ep__diag **d, void *exec,
+int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec,
 		      size_t size, bool finalized, unsigned pool_flags, const char *name);
 int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool finalized,
 			int kind, size_t prologue, size_t frame);

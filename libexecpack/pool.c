@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,17 @@
 #ifdef HAVE_VALGRIND_VALGRIND_H
 #include <valgrind/valgrind.h>
 #endif
+#ifdef HAVE_VALGRIND_HELGRIND_H
+#include <valgrind/helgrind.h>
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+/* Helgrind does not see the ordering atomics give; these tell it. */
+#ifndef ANNOTATE_HAPPENS_BEFORE
+#define ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
+#define ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
+#endif
 #ifndef VALGRIND_DISCARD_TRANSLATIONS
 #define VALGRIND_DISCARD_TRANSLATIONS(addr, len) ((void)(addr), (void)(len))
 #endif
@@ -44,6 +56,21 @@
 
 #define CHUNK EP_CHUNK_SIZE
 #define RANDOMIZE_SLACK 48 /* extra bytes reserved for EP_F_RANDOMIZE */
+
+/*
+ * Copies into a pack (ep_finalize) and trap refills (ep_free) longer than
+ * this are done outside the pool lock, so that threads sharing a pool
+ * overlap their memcpy/memset; shorter ones cost less than the extra atomics.
+ */
+#define INLINE_COPY 256
+
+/* Staging buffers of 64 << k bytes (k < STASH_CLASSES) are kept for reuse. */
+#define STASH_CLASSES 7
+#define STASH_DEPTH 8
+#define SPARE_RECORDS 64
+
+/* ep__alloc.state: what a thread outside the lock is doing with it */
+enum { ST_LIVE = 0, ST_BUSY, ST_DYING };
 
 struct ep__pack;
 
@@ -57,7 +84,32 @@ struct ep__alloc {
 	size_t reserved;         /* bytes reserved and charged */
 	size_t offset;           /* exec - reservation start (EP_F_RANDOMIZE) */
 	unsigned char *staging;  /* reserved bytes; NULL once finalized */
+	int stash_class;         /* staging's size class, or -1 */
+	int state;               /* ST_*, atomic: changed outside the lock */
+	struct ep__alloc *pnext; /* pool->pending */
 	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
+};
+
+/* Work done on an allocation outside the lock is published with a release
+ * store of its state and seen by an acquire load. */
+static inline int state_of(struct ep__alloc *a)
+{
+	int st = __atomic_load_n(&a->state, __ATOMIC_ACQUIRE);
+
+	ANNOTATE_HAPPENS_AFTER(&a->state);
+	return st;
+}
+
+static inline void state_publish(struct ep__alloc *a, int st)
+{
+	ANNOTATE_HAPPENS_BEFORE(&a->state);
+	__atomic_store_n(&a->state, st, __ATOMIC_RELEASE);
+}
+
+/* A spare staging buffer, on pool->spare_staging (lock-free push). */
+struct ep__spare {
+	struct ep__spare *next;
+	int cls;
 };
 
 struct ep__pack {
@@ -69,6 +121,7 @@ struct ep__pack {
 	uint64_t *used;
 	uint64_t *start;
 	struct ep__fit fit; /* longest free runs of used, for first fit */
+	int cached;         /* empty and counted in the pool's empty_packs */
 };
 
 /* One region's address range, sorted by lo, for address lookups. */
@@ -78,8 +131,15 @@ struct ep__range {
 	struct ep__alloc *large;
 };
 
-struct ep_pool {
+/*
+ * A pool is a few sub-pools, each with its own lock, packs and tables; a
+ * thread allocates from "its" sub-pool (threads are spread round-robin), so
+ * two threads JITting at once rarely wait for each other.  First fit holds
+ * within a sub-pool; a single-threaded program only ever uses one.
+ */
+struct ep__sub {
 	pthread_mutex_t lock;
+	struct ep_pool *root;
 	const struct ep__backend_ops *ops;
 	struct ep__backend *be;
 	ep_fill_fn fill;
@@ -90,7 +150,7 @@ struct ep_pool {
 	size_t page_size;
 
 	struct ep__pack *head, *tail;
-	size_t npacks, empty_packs;
+	size_t npacks;
 
 	struct ep__range *ranges;
 	size_t nranges, cap_ranges;
@@ -99,17 +159,43 @@ struct ep_pool {
 	size_t hash_mask; /* buckets - 1 */
 	size_t nallocs;
 
-	size_t charged, used_bytes, large_allocs, large_bytes;
+	size_t used_bytes, large_allocs, large_bytes;
 	uint64_t rng;
+	int shares_backend; /* not sub-pool 0: the backend is closed by that one */
 
-	struct ep_pool *gnext, *gprev; /* all pools, for the fork handlers */
+	/*
+	 * Work done outside the lock.  inflight counts threads copying or
+	 * filling with the lock released (fork() waits for none); pending
+	 * holds allocations whose refill is done, and spare_staging buffers
+	 * finalized outside the lock; both are pushed without the lock and
+	 * taken back by the next lock holder (drain()).
+	 */
+	unsigned inflight;
+	struct ep__alloc *pending;
+	struct ep__spare *spare_staging;
+	void *stash[STASH_CLASSES][STASH_DEPTH];
+	unsigned nstash[STASH_CLASSES];
+	struct ep__alloc *spare_recs;
+	size_t nspare_recs;
+
+	struct ep__sub *gnext, *gprev; /* all pools, for the fork handlers */
 	char reasons[512];             /* why other backends were not chosen */
+};
+
+#define MAX_SUBS 4
+
+struct ep_pool {
+	struct ep__sub *sub[MAX_SUBS];
+	unsigned nsub;
+	size_t limit;
+	size_t charged; /* atomic: bytes reserved in all sub-pools (for limit) */
+	size_t empty_packs; /* atomic: empty packs kept mapped, in all sub-pools */
 };
 
 /* ---- fork generation ------------------------------------------------------ */
 
 static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ep_pool *g_pools;
+static struct ep__sub *g_pools;
 static unsigned g_fork_gen;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
@@ -118,14 +204,19 @@ static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&g_pools_lock);
-	for (struct ep_pool *p = g_pools; p; p = p->gnext)
+	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		pthread_mutex_lock(&p->lock);
+		/* a copy or refill started before the lock was taken finishes
+		 * without it; none may be half done in the child */
+		while (__atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE))
+			sched_yield();
+	}
 }
 
 static void atfork_release(void)
 {
 	__atomic_add_fetch(&g_fork_gen, 1, __ATOMIC_RELAXED);
-	for (struct ep_pool *p = g_pools; p; p = p->gnext)
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
 		pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&g_pools_lock);
 }
@@ -141,7 +232,7 @@ unsigned ep__fork_generation(void)
 }
 
 /* Before the first change to a region after a fork(): make it ours alone. */
-static int own_region(struct ep_pool *pool, struct ep__region *r)
+static int own_region(struct ep__sub *pool, struct ep__region *r)
 {
 	unsigned gen = ep__fork_generation();
 
@@ -166,7 +257,7 @@ static inline size_t round_up(size_t v, size_t a)
 	return (v + a - 1) / a * a;
 }
 
-static uint64_t next_random(struct ep_pool *pool)
+static uint64_t next_random(struct ep__sub *pool)
 {
 	/* xorshift64*: placement randomness, not a secret key */
 	uint64_t x = pool->rng;
@@ -178,7 +269,7 @@ static uint64_t next_random(struct ep_pool *pool)
 	return x * 2685821657736338717ull;
 }
 
-static void seed_random(struct ep_pool *pool)
+static void seed_random(struct ep__sub *pool)
 {
 	uint64_t s = 0;
 
@@ -214,7 +305,7 @@ static int sys_mseal(void *addr, size_t len)
  * pack stays cached, and a freed sealed large mapping is refilled with traps
  * and its exec view left in place until exit.
  */
-static int seal_region(struct ep_pool *pool, struct ep__region *r)
+static int seal_region(struct ep__sub *pool, struct ep__region *r)
 {
 	if (!(pool->flags & EP_F_SEAL))
 		return 0;
@@ -226,7 +317,7 @@ static int seal_region(struct ep_pool *pool, struct ep__region *r)
 }
 
 /* Drop a region; a sealed one is first refilled, as its exec view stays. */
-static void region_drop(struct ep_pool *pool, struct ep__region *r)
+static void region_drop(struct ep__sub *pool, struct ep__region *r)
 {
 	/* (not when inherited across fork(): the other process still runs it) */
 	if (r->sealed && r->gen == ep__fork_generation() &&
@@ -244,14 +335,14 @@ static void code_changed(void *addr, size_t len)
 
 /* ---- the allocation hash -------------------------------------------------- */
 
-static size_t hash_index(const struct ep_pool *pool, uintptr_t key)
+static size_t hash_index(const struct ep__sub *pool, uintptr_t key)
 {
 	uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
 
 	return (size_t)(h >> 32) & pool->hash_mask;
 }
 
-static int hash_grow(struct ep_pool *pool)
+static int hash_grow(struct ep__sub *pool)
 {
 	size_t nb = (pool->hash_mask + 1) * 2;
 	struct ep__alloc **nh = calloc(nb, sizeof(*nh));
@@ -276,7 +367,7 @@ static int hash_grow(struct ep_pool *pool)
 	return 0;
 }
 
-static void hash_insert(struct ep_pool *pool, struct ep__alloc *a)
+static void hash_insert(struct ep__sub *pool, struct ep__alloc *a)
 {
 	size_t i = hash_index(pool, a->key);
 
@@ -285,7 +376,7 @@ static void hash_insert(struct ep_pool *pool, struct ep__alloc *a)
 	pool->nallocs++;
 }
 
-static struct ep__alloc *hash_find(const struct ep_pool *pool, uintptr_t key)
+static struct ep__alloc *hash_find(const struct ep__sub *pool, uintptr_t key)
 {
 	for (struct ep__alloc *a = pool->hash[hash_index(pool, key)]; a; a = a->hnext)
 		if (a->key == key)
@@ -293,7 +384,7 @@ static struct ep__alloc *hash_find(const struct ep_pool *pool, uintptr_t key)
 	return NULL;
 }
 
-static void hash_remove(struct ep_pool *pool, struct ep__alloc *a)
+static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
 {
 	struct ep__alloc **pp = &pool->hash[hash_index(pool, a->key)];
 
@@ -306,7 +397,7 @@ static void hash_remove(struct ep_pool *pool, struct ep__alloc *a)
 /* ---- region ranges -------------------------------------------------------- */
 
 /* Index of the first range with lo > addr. */
-static size_t range_upper(const struct ep_pool *pool, uintptr_t addr)
+static size_t range_upper(const struct ep__sub *pool, uintptr_t addr)
 {
 	size_t lo = 0, hi = pool->nranges;
 
@@ -321,7 +412,7 @@ static size_t range_upper(const struct ep_pool *pool, uintptr_t addr)
 	return lo;
 }
 
-static const struct ep__range *range_find(const struct ep_pool *pool, uintptr_t addr)
+static const struct ep__range *range_find(const struct ep__sub *pool, uintptr_t addr)
 {
 	size_t i = range_upper(pool, addr);
 
@@ -333,7 +424,7 @@ static const struct ep__range *range_find(const struct ep_pool *pool, uintptr_t 
 }
 
 /* Reserve room first so that a later insert cannot fail half-way. */
-static int range_reserve(struct ep_pool *pool)
+static int range_reserve(struct ep__sub *pool)
 {
 	if (pool->nranges < pool->cap_ranges)
 		return 0;
@@ -347,7 +438,7 @@ static int range_reserve(struct ep_pool *pool)
 	return 0;
 }
 
-static void range_insert(struct ep_pool *pool, const struct ep__region *reg,
+static void range_insert(struct ep__sub *pool, const struct ep__region *reg,
 			 struct ep__pack *pack, struct ep__alloc *large)
 {
 	uintptr_t lo = (uintptr_t)reg->exec;
@@ -359,7 +450,7 @@ static void range_insert(struct ep_pool *pool, const struct ep__region *reg,
 	pool->nranges++;
 }
 
-static void range_remove(struct ep_pool *pool, const struct ep__region *reg)
+static void range_remove(struct ep__sub *pool, const struct ep__region *reg)
 {
 	size_t i = range_upper(pool, (uintptr_t)reg->exec) - 1;
 
@@ -370,7 +461,7 @@ static void range_remove(struct ep_pool *pool, const struct ep__region *reg)
 
 /* ---- packs ---------------------------------------------------------------- */
 
-static void pack_release(struct ep_pool *pool, struct ep__pack *p)
+static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 {
 	range_remove(pool, &p->r);
 	if (p->prev)
@@ -389,7 +480,7 @@ static void pack_release(struct ep_pool *pool, struct ep__pack *p)
 	free(p);
 }
 
-static int pack_new(struct ep_pool *pool, struct ep__pack **out)
+static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 {
 	struct ep__pack *p = calloc(1, sizeof(*p));
 	int rc = -ENOMEM;
@@ -420,7 +511,6 @@ static int pack_new(struct ep_pool *pool, struct ep__pack **out)
 		pool->head = p;
 	pool->tail = p;
 	pool->npacks++;
-	pool->empty_packs++;
 	*out = p;
 	return 0;
 fail:
@@ -436,7 +526,7 @@ fail:
  * summary tree makes a pack that cannot fit n cost one comparison, and the
  * lowest fitting run O(log chunks), however fragmented the pack is.
  */
-static int pack_find(struct ep_pool *pool, size_t n, struct ep__pack **outp, size_t *pos)
+static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, size_t *pos)
 {
 	unsigned gen = ep__fork_generation();
 
@@ -467,10 +557,12 @@ static int pack_find(struct ep_pool *pool, size_t n, struct ep__pack **outp, siz
 	return rc;
 }
 
-static void pack_take(struct ep_pool *pool, struct ep__pack *p, size_t pos, size_t n)
+static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
 {
-	if (p->free_chunks == p->nchunks)
-		pool->empty_packs--;
+	if (p->cached) {
+		p->cached = 0;
+		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
+	}
 	ep__bitmap_set(p->used, pos, n);
 	ep__bitmap_set(p->start, pos, 1);
 	ep__fit_mark(&p->fit, pos, n);
@@ -480,7 +572,7 @@ static void pack_take(struct ep_pool *pool, struct ep__pack *p, size_t pos, size
 	pool->used_bytes += n * CHUNK;
 }
 
-static void pack_give_back(struct ep_pool *pool, struct ep__pack *p, size_t pos, size_t n)
+static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
 {
 	ep__bitmap_clear(p->used, pos, n);
 	ep__bitmap_clear(p->start, pos, 1);
@@ -491,10 +583,156 @@ static void pack_give_back(struct ep_pool *pool, struct ep__pack *p, size_t pos,
 	pool->used_bytes -= n * CHUNK;
 	if (p->free_chunks == p->nchunks) {
 		/* keep one empty pack against alloc/free churn, release others */
-		if (pool->empty_packs && !p->r.sealed)
+		/* (one per pool, not per sub-pool: a claim on a shared count) */
+		size_t none = 0;
+
+		if (p->r.sealed ||
+		    __atomic_compare_exchange_n(&pool->root->empty_packs, &none, 1, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			if (p->r.sealed)
+				__atomic_fetch_add(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
+			p->cached = 1;
+		} else {
 			pack_release(pool, p);
-		else
-			pool->empty_packs++;
+		}
+	}
+}
+
+/* ---- records and staging buffers, reused ----------------------------------- */
+
+/* malloc() and free() for every program were a third of a small
+ * alloc/finalize/free cycle; spares kept under the lock cost a few loads. */
+static struct ep__alloc *rec_get(struct ep__sub *pool)
+{
+	struct ep__alloc *a = pool->spare_recs;
+
+	if (!a)
+		return calloc(1, sizeof(*a));
+	pool->spare_recs = a->hnext;
+	pool->nspare_recs--;
+	a->hnext = NULL;
+	return a;
+}
+
+static void rec_put(struct ep__sub *pool, struct ep__alloc *a)
+{
+	if (pool->nspare_recs >= SPARE_RECORDS) {
+		free(a);
+		return;
+	}
+	/* zeroed now: ready for rec_get, and no stale code address lingers
+	 * for memcheck's leak scan (a struct copy: gcc turns a memset of this
+	 * size into "rep stos", a third of ep_free's time) */
+	static const struct ep__alloc zero;
+
+	*a = zero;
+	a->hnext = pool->spare_recs;
+	pool->spare_recs = a;
+	pool->nspare_recs++;
+}
+
+static int stash_class(size_t size)
+{
+	if (size <= CHUNK)
+		return 0;
+	int k = 64 - __builtin_clzll((unsigned long long)(size - 1)) - 6;
+
+	return k < STASH_CLASSES ? k : -1;
+}
+
+static unsigned char *stage_get(struct ep__sub *pool, size_t size, int *cls)
+{
+	int k = stash_class(size);
+
+	*cls = k;
+	if (k < 0)
+		return malloc(size);
+	if (pool->nstash[k])
+		return pool->stash[k][--pool->nstash[k]];
+	return malloc((size_t)CHUNK << k);
+}
+
+static void stage_put(struct ep__sub *pool, unsigned char *buf, int cls)
+{
+	if (!buf)
+		return;
+	if (cls >= 0 && pool->nstash[cls] < STASH_DEPTH)
+		pool->stash[cls][pool->nstash[cls]++] = buf;
+	else
+		free(buf);
+}
+
+/* Without the lock: hand a staging buffer back for the next lock holder. */
+static void stage_put_async(struct ep__sub *pool, unsigned char *buf, int cls)
+{
+	if (cls < 0) {
+		free(buf);
+		return;
+	}
+	struct ep__spare *sp = (struct ep__spare *)(void *)buf; /* >= 64 bytes, malloc-aligned */
+
+	sp->cls = cls;
+	struct ep__spare *head = __atomic_load_n(&pool->spare_staging, __ATOMIC_RELAXED);
+
+	do {
+		sp->next = head;
+		ANNOTATE_HAPPENS_BEFORE(&pool->spare_staging);
+	} while (!__atomic_compare_exchange_n(&pool->spare_staging, &head, sp, true,
+					      __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+static void pending_push(struct ep__sub *pool, struct ep__alloc *a)
+{
+	struct ep__alloc *head = __atomic_load_n(&pool->pending, __ATOMIC_RELAXED);
+
+	do {
+		a->pnext = head;
+		ANNOTATE_HAPPENS_BEFORE(&pool->pending);
+	} while (!__atomic_compare_exchange_n(&pool->pending, &head, a, true, __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+}
+
+static void hash_remove(struct ep__sub *pool, struct ep__alloc *a);
+
+static void uncharge(struct ep__sub *pool, size_t bytes)
+{
+	if (pool->limit)
+		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELAXED);
+}
+
+/* Under the lock: finish what threads did without it. */
+static void drain(struct ep__sub *pool)
+{
+	if (__atomic_load_n(&pool->spare_staging, __ATOMIC_RELAXED)) {
+		struct ep__spare *sp = __atomic_exchange_n(&pool->spare_staging, NULL,
+							   __ATOMIC_ACQUIRE);
+
+		ANNOTATE_HAPPENS_AFTER(&pool->spare_staging);
+
+		while (sp) {
+			struct ep__spare *next = sp->next;
+
+			stage_put(pool, (unsigned char *)sp, sp->cls);
+			sp = next;
+		}
+	}
+	if (!__atomic_load_n(&pool->pending, __ATOMIC_RELAXED))
+		return;
+	struct ep__alloc *a = __atomic_exchange_n(&pool->pending, NULL, __ATOMIC_ACQUIRE);
+
+	ANNOTATE_HAPPENS_AFTER(&pool->pending);
+
+	while (a) {
+		struct ep__alloc *next = a->pnext;
+
+		/* refilled already; only the bookkeeping of ep_free() is left */
+		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
+		ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			      false);
+		hash_remove(pool, a);
+		uncharge(pool, a->reserved);
+		rec_put(pool, a);
+		a = next;
 	}
 }
 
@@ -512,7 +750,7 @@ static size_t alloc_region_off(const struct ep__alloc *a)
 }
 
 /* The live allocation whose handed-out bytes contain addr, or NULL. */
-static struct ep__alloc *alloc_containing(const struct ep_pool *pool, uintptr_t addr)
+static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t addr)
 {
 	const struct ep__range *r = range_find(pool, addr);
 	struct ep__alloc *a;
@@ -536,13 +774,21 @@ static struct ep__alloc *alloc_containing(const struct ep_pool *pool, uintptr_t 
 	}
 	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
 
+	if (state_of(a) == ST_DYING)
+		return NULL; /* freed; its refill is under way or done */
 	return addr >= lo && addr < hi ? a : NULL;
 }
 
-static struct ep__alloc *alloc_exact(const struct ep_pool *pool, const void *exec)
+static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exec)
 {
-	struct ep__alloc *a = alloc_containing(pool, (uintptr_t)exec);
+	/* Usually exec is the key itself (or, with EP_F_RANDOMIZE, inside the
+	 * first chunk): one hash probe instead of the range search.  A hash
+	 * hit is only trusted for a live record with exactly this address. */
+	struct ep__alloc *a = hash_find(pool, (uintptr_t)exec & ~(uintptr_t)(CHUNK - 1));
 
+	if (a && a->exec == exec)
+		return state_of(a) == ST_DYING ? NULL : a;
+	a = alloc_containing(pool, (uintptr_t)exec);
 	return a && a->exec == exec ? a : NULL;
 }
 
@@ -558,7 +804,7 @@ static const struct ep__backend_ops *backend_ops(enum ep_backend b)
 	}
 }
 
-static void add_reason(struct ep_pool *pool, const char *why)
+static void add_reason(struct ep__sub *pool, const char *why)
 {
 	size_t used = strlen(pool->reasons);
 
@@ -591,7 +837,7 @@ static int config_copy(const struct ep_config *in, struct ep_config *out)
 	return 0;
 }
 
-static int open_backend(struct ep_pool *pool, const struct ep_config *cfg)
+static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
 {
 	char why[256];
 	enum ep_backend want = cfg->backend;
@@ -646,7 +892,57 @@ static int open_backend(struct ep_pool *pool, const struct ep_config *cfg)
 	return first;
 }
 
-EP_API int ep_pool_create(const struct ep_config *cfg_in, struct ep_pool **out)
+/* Lock, random seed, and a place in the list the fork handlers walk. */
+static void sub_start(struct ep__sub *pool)
+{
+	pthread_mutexattr_t ma;
+
+	seed_random(pool);
+	pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
+	/* critical sections are short: spin a little before sleeping */
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+	pthread_mutex_init(&pool->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+
+	pthread_once(&g_atfork_once, atfork_install);
+	pthread_mutex_lock(&g_pools_lock);
+	pool->gnext = g_pools;
+	if (g_pools)
+		g_pools->gprev = pool;
+	g_pools = pool;
+	pthread_mutex_unlock(&g_pools_lock);
+}
+
+/* Another sub-pool on the same backend and settings as first. */
+static struct ep__sub *sub_clone(const struct ep__sub *first)
+{
+	struct ep__sub *pool = calloc(1, sizeof(*pool));
+
+	if (!pool)
+		return NULL;
+	pool->hash = calloc(64, sizeof(*pool->hash));
+	if (!pool->hash) {
+		free(pool);
+		return NULL;
+	}
+	pool->hash_mask = 63;
+	pool->ops = first->ops;
+	pool->be = first->be;
+	pool->shares_backend = 1;
+	pool->fill = first->fill;
+	pool->fill_ctx = first->fill_ctx;
+	pool->flags = first->flags;
+	pool->limit = first->limit;
+	pool->pack_size = first->pack_size;
+	pool->page_size = first->page_size;
+	pool->root = first->root;
+	sub_start(pool);
+	return pool;
+}
+
+static int sub_create(const struct ep_config *cfg_in, struct ep__sub **out)
 {
 	struct ep_config cfg;
 	int rc;
@@ -662,7 +958,7 @@ EP_API int ep_pool_create(const struct ep_config *cfg_in, struct ep_pool **out)
 	if ((unsigned)cfg.backend > EP_BACKEND_KMOD)
 		return -EINVAL;
 
-	struct ep_pool *pool = calloc(1, sizeof(*pool));
+	struct ep__sub *pool = calloc(1, sizeof(*pool));
 
 	if (!pool)
 		return -ENOMEM;
@@ -701,22 +997,12 @@ EP_API int ep_pool_create(const struct ep_config *cfg_in, struct ep_pool **out)
 	pool->fill_ctx = cfg.fill_ctx;
 	pool->flags = cfg.flags;
 	pool->limit = cfg.limit;
-	seed_random(pool);
-	pthread_mutex_init(&pool->lock, NULL);
-
-	pthread_once(&g_atfork_once, atfork_install);
-	pthread_mutex_lock(&g_pools_lock);
-	pool->gnext = g_pools;
-	if (g_pools)
-		g_pools->gprev = pool;
-	g_pools = pool;
-	pthread_mutex_unlock(&g_pools_lock);
-
+	sub_start(pool);
 	*out = pool;
 	return 0;
 }
 
-EP_API void ep_pool_destroy(struct ep_pool *pool)
+static void sub_destroy(struct ep__sub *pool)
 {
 	if (!pool)
 		return;
@@ -729,6 +1015,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 		pool->gnext->gprev = pool->gprev;
 	pthread_mutex_unlock(&g_pools_lock);
 
+	drain(pool);
 	for (size_t i = 0; i <= pool->hash_mask; i++) {
 		for (struct ep__alloc *a = pool->hash[i], *n; a; a = n) {
 			n = a->hnext;
@@ -749,8 +1036,16 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 		free(p->start);
 		free(p);
 	}
+	for (int k = 0; k < STASH_CLASSES; k++)
+		for (unsigned i = 0; i < pool->nstash[k]; i++)
+			free(pool->stash[k][i]);
+	for (struct ep__alloc *a = pool->spare_recs, *n; a; a = n) {
+		n = a->hnext;
+		free(a);
+	}
 	ep__diag_pool_destroy(pool); /* diag.c: the pool's memcheck mempool */
-	pool->ops->close(pool->be);
+	if (!pool->shares_backend)
+		pool->ops->close(pool->be);
 	pthread_mutex_destroy(&pool->lock);
 	free(pool->ranges);
 	free(pool->hash);
@@ -759,7 +1054,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 
 /* ---- the public calls ----------------------------------------------------- */
 
-EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
+static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 {
 	if (!pool || !out || size == 0)
 		return -EINVAL;
@@ -775,26 +1070,31 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 	else
 		reserved = round_up(want < pool->pack_size ? want : pool->pack_size, CHUNK);
 
-	struct ep__alloc *a = calloc(1, sizeof(*a));
-
-	if (!a)
-		return -ENOMEM;
-	/* staging is private memory: fill it before taking the lock */
-	a->staging = malloc(reserved);
-	if (!a->staging) {
-		free(a);
-		return -ENOMEM;
-	}
-	pool->fill(a->staging, reserved, pool->fill_ctx);
-
+	struct ep__alloc *a = NULL;
 	int rc;
 
 	pthread_mutex_lock(&pool->lock);
-	if (pool->limit && (reserved > pool->limit || pool->charged > pool->limit - reserved)) {
-		rc = -EPERM;
-		goto fail;
+	drain(pool);
+	size_t limit = pool->limit;
+
+	if (limit) {
+		/* charged is shared by the sub-pools: reserve first, then check */
+		size_t was = __atomic_fetch_add(&pool->root->charged, reserved, __ATOMIC_RELAXED);
+
+		if (reserved > limit || was > limit - reserved) {
+			__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&pool->lock);
+			return -EPERM;
+		}
 	}
 	if (pool->nallocs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
+		goto fail;
+	rc = -ENOMEM;
+	a = rec_get(pool);
+	if (!a)
+		goto fail;
+	a->staging = stage_get(pool, reserved, &a->stash_class);
+	if (!a->staging)
 		goto fail;
 
 	if (large) {
@@ -833,22 +1133,29 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
 	hash_insert(pool, a);
-	pool->charged += reserved;
+
+	unsigned char *staging = a->staging;
 
 	out->exec = a->exec;
-	out->rw = a->staging + a->offset;
+	out->rw = staging + a->offset;
 	out->size = reserved - a->offset;
 	ep__diag_alloc(pool, a->exec, out->size); /* diag.c: memcheck mempool chunk */
 	pthread_mutex_unlock(&pool->lock);
+	/* staging is private until this call returns: fill it unlocked */
+	pool->fill(staging, reserved, pool->fill_ctx);
 	return 0;
 fail:
+	if (limit)
+		__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELAXED);
+	if (a) {
+		stage_put(pool, a->staging, a->stash_class);
+		rec_put(pool, a);
+	}
 	pthread_mutex_unlock(&pool->lock);
-	free(a->staging);
-	free(a);
 	return rc;
 }
 
-EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
+static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
 {
 	if (!pool || !dst || (!src && len))
 		return -EINVAL;
@@ -861,6 +1168,8 @@ EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len
 
 	if (!a || len > a->key + a->reserved - d) {
 		rc = -EINVAL;
+	} else if (state_of(a) == ST_BUSY) {
+		rc = -EBUSY; /* being finalized by another thread */
 	} else if (len == 0) {
 		rc = 0;
 	} else if (a->staging) {
@@ -878,18 +1187,37 @@ EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len
 	return rc;
 }
 
-EP_API int ep_finalize(struct ep_pool *pool, void *exec)
+/* Copy or refill this allocation with the lock released? */
+static bool work_unlocked(const struct ep__sub *pool, const struct ep__alloc *a)
+{
+	if (!pool->ops->threadsafe)
+		return false; /* the backend keeps state its calls share (kmod) */
+	/* diag.c registrations (names, unwind info) want the lock */
+	return a->reserved > INLINE_COPY && !a->diag;
+}
+
+static int sub_finalize(struct ep__sub *pool, void *exec)
 {
 	if (!pool || !exec)
 		return -EINVAL;
 
 	int rc;
+	unsigned char *spent = NULL;
+	int spent_class = -1;
 
 	pthread_mutex_lock(&pool->lock);
 	struct ep__alloc *a = alloc_exact(pool, exec);
 
-	if (!a || !a->staging) {
+	if (!a) {
 		rc = -EINVAL;
+		goto out;
+	}
+	if (state_of(a) == ST_BUSY) {
+		rc = -EBUSY;
+		goto out;
+	}
+	if (!a->staging) {
+		rc = -EINVAL; /* finalized already */
 		goto out;
 	}
 	struct ep__region *r = alloc_region(a);
@@ -897,12 +1225,35 @@ EP_API int ep_finalize(struct ep_pool *pool, void *exec)
 	rc = own_region(pool, r);
 	if (rc)
 		goto out;
+	if (work_unlocked(pool, a)) {
+		/* The chunks are ours: copy without the lock.  BUSY turns away
+		 * other calls on this allocation meanwhile; inflight holds fork()
+		 * back until the copy is whole. */
+		__atomic_store_n(&a->state, ST_BUSY, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&pool->lock);
+		rc = pool->ops->write(pool->be, r, alloc_region_off(a), a->staging, a->reserved);
+		if (!rc) {
+			code_changed((void *)a->key, a->reserved);
+			/* no names or unwind info (work_unlocked): memcheck only */
+			ep__diag_finalize(pool, &a->diag, a->exec,
+					  a->key + a->reserved - (uintptr_t)a->exec, pool->flags);
+			spent = a->staging;
+			spent_class = a->stash_class;
+			a->staging = NULL;
+		}
+		state_publish(a, ST_LIVE);
+		__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
+		if (spent)
+			stage_put_async(pool, spent, spent_class);
+		return rc;
+	}
 	/* one bulk copy, then one coherence step for the whole range */
 	rc = pool->ops->write(pool->be, r, alloc_region_off(a), a->staging, a->reserved);
 	if (rc)
 		goto out; /* staging kept: nothing is lost, the caller may retry or free */
 	code_changed((void *)a->key, a->reserved);
-	free(a->staging);
+	stage_put(pool, a->staging, a->stash_class);
 	a->staging = NULL;
 	/* diag.c: libunwind registration, perf map */
 	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
@@ -912,7 +1263,7 @@ out:
 	return rc;
 }
 
-EP_API int ep_free(struct ep_pool *pool, void *exec)
+static int sub_free(struct ep__sub *pool, void *exec)
 {
 	if (!pool || !exec)
 		return -EINVAL;
@@ -926,15 +1277,38 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 		rc = -EINVAL;
 		goto out;
 	}
+	if (state_of(a) == ST_BUSY) {
+		rc = -EBUSY;
+		goto out;
+	}
 	if (a->pack) {
 		if (!a->staging) {
 			/* finalized: refill so a stale jump here traps */
 			struct ep__region *r = &a->pack->r;
 
 			rc = own_region(pool, r);
-			if (!rc)
+			if (rc)
+				goto out;
+			if (work_unlocked(pool, a)) {
+				/* DYING: invisible to lookups, chunks still taken
+				 * until drain() gives them back after the refill */
+				__atomic_store_n(&a->state, ST_DYING, __ATOMIC_RELAXED);
+				__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
+				pthread_mutex_unlock(&pool->lock);
 				rc = pool->ops->fill(pool->be, r, a->chunk * CHUNK, a->reserved,
 						     pool->fill, pool->fill_ctx);
+				if (rc) {
+					/* still live and intact; the caller may retry */
+					state_publish(a, ST_LIVE);
+				} else {
+					code_changed((void *)a->key, a->reserved);
+					pending_push(pool, a);
+				}
+				__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
+				return rc;
+			}
+			rc = pool->ops->fill(pool->be, r, a->chunk * CHUNK, a->reserved,
+					     pool->fill, pool->fill_ctx);
 			if (rc)
 				goto out; /* still live and intact; the caller may retry */
 			code_changed((void *)a->key, a->reserved);
@@ -953,47 +1327,33 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 		      a->pack == NULL);
 	hash_remove(pool, a);
-	pool->charged -= a->reserved;
-	free(a->staging);
-	free(a);
+	uncharge(pool, a->reserved);
+	stage_put(pool, a->staging, a->stash_class);
+	rec_put(pool, a);
 out:
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
 
-EP_API int ep_pool_stats(const struct ep_pool *cpool, struct ep_stats *out)
+/* Adds this sub-pool's figures to out. */
+static void sub_stats(struct ep__sub *pool, struct ep_stats *out)
 {
-	if (!cpool || !out)
-		return -EINVAL;
-
-	struct ep_pool *pool = (struct ep_pool *)cpool; /* the lock is not state */
-
 	pthread_mutex_lock(&pool->lock);
-	out->packs = pool->npacks;
-	out->pack_bytes = pool->npacks * pool->pack_size;
-	out->used_bytes = pool->used_bytes;
-	out->live_allocs = pool->nallocs;
-	out->large_allocs = pool->large_allocs;
-	out->large_bytes = pool->large_bytes;
+	drain(pool); /* frees refilled without the lock count as done */
+	out->packs += pool->npacks;
+	out->pack_bytes += pool->npacks * pool->pack_size;
+	out->used_bytes += pool->used_bytes;
+	out->live_allocs += pool->nallocs;
+	out->large_allocs += pool->large_allocs;
+	out->large_bytes += pool->large_bytes;
 	pthread_mutex_unlock(&pool->lock);
-	return 0;
-}
-
-EP_API const char *ep_pool_backend(const struct ep_pool *pool)
-{
-	return pool ? pool->ops->name : NULL;
-}
-
-EP_API const char *ep_pool_reasons(const struct ep_pool *pool)
-{
-	return pool ? pool->reasons : NULL;
 }
 
 EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg_in,
 			    char *why, size_t whylen)
 {
 	struct ep_config cfg;
-	struct ep_pool probe;
+	struct ep__sub probe;
 	int rc = config_copy(cfg_in, &cfg);
 
 	if (why && whylen)
@@ -1018,12 +1378,17 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 /* ---- diagnostics (diag.c) -------------------------------------------------- */
 
 /* Resolve exec to a live allocation and call diag.c with the pool locked. */
-EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
+static int sub_set_name(struct ep__sub *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)
 		return -EINVAL;
 	pthread_mutex_lock(&pool->lock);
 	struct ep__alloc *a = alloc_exact(pool, exec);
+
+	if (a && state_of(a) == ST_BUSY) {
+		pthread_mutex_unlock(&pool->lock);
+		return -EBUSY;
+	}
 	int rc = a ? ep__diag_set_name(pool, &a->diag, exec,
 				       a->key + a->reserved - (uintptr_t)exec, !a->staging,
 				       pool->flags, name)
@@ -1033,19 +1398,183 @@ EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
 	return rc;
 }
 
-EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
+static int sub_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t prologue,
 			 size_t frame)
 {
 	if (!pool || !exec)
 		return -EINVAL;
 	pthread_mutex_lock(&pool->lock);
 	struct ep__alloc *a = alloc_exact(pool, exec);
+
+	if (a && state_of(a) == ST_BUSY) {
+		pthread_mutex_unlock(&pool->lock);
+		return -EBUSY;
+	}
 	int rc = a ? ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
 					 !a->staging, kind, prologue, frame)
 		   : -EINVAL;
 
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
+}
+
+/* ---- the public calls: pick the sub-pool ---------------------------------- */
+
+/* Sub-pools per pool: one per CPU, up to MAX_SUBS; one when the backend's
+ * calls must not overlap.  EXECPACK_SUBPOOLS=N overrides (1..MAX_SUBS). */
+static unsigned subs_wanted(const struct ep__sub *first)
+{
+	if (!first->ops->threadsafe)
+		return 1;
+	const char *env = getenv("EXECPACK_SUBPOOLS");
+	long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		n = 1;
+	return n > MAX_SUBS ? MAX_SUBS : (unsigned)n;
+}
+
+static unsigned g_next_thread;
+static __thread unsigned tl_thread __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's sub-pool: threads are numbered in order of their
+ * first call and spread round-robin. */
+static struct ep__sub *home(struct ep_pool *pool)
+{
+	if (pool->nsub == 1)
+		return pool->sub[0];
+	unsigned t = tl_thread;
+
+	if (!t) {
+		t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
+		if (!t) /* wrapped: 0 means "not numbered yet" */
+			t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
+		tl_thread = t;
+	}
+	return pool->sub[t % pool->nsub];
+}
+
+EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+
+	struct ep_pool *pool = calloc(1, sizeof(*pool));
+	struct ep__sub *first;
+
+	if (!pool)
+		return -ENOMEM;
+	int rc = sub_create(cfg, &first);
+
+	if (rc) {
+		free(pool);
+		return rc;
+	}
+	first->root = pool;
+	pool->sub[0] = first;
+	pool->nsub = 1;
+	pool->limit = first->limit;
+	for (unsigned i = 1, n = subs_wanted(first); i < n; i++) {
+		struct ep__sub *s = sub_clone(first);
+
+		if (!s)
+			break; /* fewer sub-pools is only slower */
+		pool->sub[pool->nsub++] = s;
+	}
+	*out = pool;
+	return 0;
+}
+
+EP_API void ep_pool_destroy(struct ep_pool *pool)
+{
+	if (!pool)
+		return;
+	/* sub-pool 0 last: it closes the backend the others share */
+	for (unsigned i = pool->nsub; i-- > 0;)
+		sub_destroy(pool->sub[i]);
+	free(pool);
+}
+
+EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
+{
+	if (!pool)
+		return -EINVAL;
+	return sub_alloc(home(pool), size, out);
+}
+
+/*
+ * Calls on an existing allocation try the caller's sub-pool first (a thread
+ * usually finalizes and frees what it allocated), then the others; a
+ * sub-pool that does not hold exec answers -EINVAL without side effects.
+ */
+#define EACH_SUB(pool, call)                                                 \
+	do {                                                                 \
+		struct ep__sub *h_ = home(pool);                             \
+		struct ep__sub *pool_ = h_;                                  \
+		int rc_ = call;                                              \
+		for (unsigned i_ = 0; rc_ == -EINVAL && i_ < (pool)->nsub; i_++) { \
+			pool_ = (pool)->sub[i_];                             \
+			if (pool_ != h_)                                     \
+				rc_ = call;                                  \
+		}                                                            \
+		return rc_;                                                  \
+	} while (0)
+
+EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
+{
+	if (!pool || !dst || (!src && len))
+		return -EINVAL;
+	EACH_SUB(pool, sub_write(pool_, dst, src, len));
+}
+
+EP_API int ep_finalize(struct ep_pool *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	EACH_SUB(pool, sub_finalize(pool_, exec));
+}
+
+EP_API int ep_free(struct ep_pool *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	EACH_SUB(pool, sub_free(pool_, exec));
+}
+
+EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
+{
+	if (!pool || !exec || !name)
+		return -EINVAL;
+	EACH_SUB(pool, sub_set_name(pool_, exec, name));
+}
+
+EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
+			 size_t frame)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	EACH_SUB(pool, sub_set_unwind(pool_, exec, kind, prologue, frame));
+}
+
+EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
+{
+	if (!pool || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < pool->nsub; i++)
+		sub_stats(pool->sub[i], out);
+	return 0;
+}
+
+EP_API const char *ep_pool_backend(const struct ep_pool *pool)
+{
+	return pool ? pool->sub[0]->ops->name : NULL;
+}
+
+EP_API const char *ep_pool_reasons(const struct ep_pool *pool)
+{
+	return pool ? pool->sub[0]->reasons : NULL;
 }
 
 /*
@@ -1056,7 +1585,11 @@ EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prol
 void ep__pool_hide_from_leak_check(void)
 {
 	pthread_mutex_lock(&g_pools_lock);
-	for (struct ep_pool *p = g_pools; p; p = p->gnext) {
+	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+		/* frees refilled without the lock: their memcheck chunks go now */
+		pthread_mutex_lock(&p->lock);
+		drain(p);
+		pthread_mutex_unlock(&p->lock);
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
 		for (struct ep__pack *k = p->head; k; k = k->next)
