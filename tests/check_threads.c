@@ -5,13 +5,18 @@
  * that returns a value unique to (thread, iteration), finalizes, calls it,
  * patches some live, calls older ones again, frees, and reads the stats;
  * every result is checked.  A ninth thread scans /proc/self/maps for any
- * writable+executable mapping the whole time.
+ * writable+executable mapping the whole time.  The "subpools" cases hand
+ * allocations between threads (so calls cross sub-pools), share one limit
+ * among four threads, and check that two threads get separate packs.
  */
 #include "config.h"
 
 #include <check.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdbool.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -359,6 +364,235 @@ START_TEST(test_scanner_detects_wx)
 }
 END_TEST
 
+/* ---- sub-pools ----------------------------------------------------------- */
+
+static struct ep_pool *pool_with_subs(const char *n, size_t limit)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD, .limit = limit };
+	struct ep_pool *pool = NULL;
+
+	setenv("EXECPACK_SUBPOOLS", n, 1);
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
+	unsetenv("EXECPACK_SUBPOOLS");
+	return pool;
+}
+
+#define HANDOFF_N 400
+
+struct handoff {
+	struct ep_pool *pool;
+	void *exec[HANDOFF_N];
+	size_t size[HANDOFF_N];
+	int ready[HANDOFF_N]; /* atomic: 1 once written, not finalized */
+	int failed;           /* atomic: line */
+	int rc;
+};
+
+#define HFAIL(h, r)                                                         \
+	do {                                                                \
+		(h)->rc = (r);                                              \
+		__atomic_store_n(&(h)->failed, __LINE__, __ATOMIC_SEQ_CST); \
+		return NULL;                                                \
+	} while (0)
+
+/* Allocate and write in one thread ... */
+static void *handoff_producer(void *arg)
+{
+	struct handoff *h = arg;
+
+	for (int i = 0; i < HANDOFF_N; i++) {
+		struct ep_image im;
+		size_t size = (size_t)64 << (i % 6); /* 64 B .. 2 KiB: both copy paths */
+		int rc = ep_alloc(h->pool, size, &im);
+
+		if (rc)
+			HFAIL(h, rc);
+		memset(im.rw, 0x90, size);
+		rel_emit_ret_imm((unsigned char *)im.rw + size - 6, 0x7000u + (uint32_t)i);
+		h->exec[i] = im.exec;
+		h->size[i] = size;
+		__atomic_store_n(&h->ready[i], 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/* ... finalize, call and free in another: every call crosses sub-pools. */
+static void *handoff_consumer(void *arg)
+{
+	struct handoff *h = arg;
+
+	for (int i = 0; i < HANDOFF_N; i++) {
+		while (!__atomic_load_n(&h->ready[i], __ATOMIC_ACQUIRE)) {
+			if (__atomic_load_n(&h->failed, __ATOMIC_SEQ_CST))
+				return NULL;
+			sched_yield();
+		}
+		int rc = ep_finalize(h->pool, h->exec[i]);
+
+		if (rc)
+			HFAIL(h, rc);
+		if (rel_call(h->exec[i]) != (int)(0x7000u + (uint32_t)i))
+			HFAIL(h, 0);
+		if (ep_finalize(h->pool, h->exec[i]) != -EINVAL) /* once only */
+			HFAIL(h, 1);
+		if ((rc = ep_free(h->pool, h->exec[i])))
+			HFAIL(h, rc);
+		if (ep_free(h->pool, h->exec[i]) != -EINVAL) /* double free refused */
+			HFAIL(h, 2);
+	}
+	return NULL;
+}
+
+START_TEST(test_subpool_handoff)
+{
+	struct handoff *h = calloc(1, sizeof(*h));
+
+	ck_assert_ptr_nonnull(h);
+	h->pool = pool_with_subs("4", 0);
+	pthread_t p, c;
+
+	ck_assert_int_eq(pthread_create(&p, NULL, handoff_producer, h), 0);
+	ck_assert_int_eq(pthread_create(&c, NULL, handoff_consumer, h), 0);
+	ck_assert_int_eq(pthread_join(p, NULL), 0);
+	ck_assert_int_eq(pthread_join(c, NULL), 0);
+	ck_assert_msg(h->failed == 0, "failed at line %d (rc %d)", h->failed, h->rc);
+
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(h->pool, &st), 0);
+	ck_assert_uint_eq(st.live_allocs, 0);
+	ck_assert_uint_eq(st.used_bytes, 0);
+	ck_assert_uint_le(st.packs, 1); /* one cached empty pack per pool, not per sub-pool */
+	ep_pool_destroy(h->pool);
+	free(h);
+}
+END_TEST
+
+struct filler {
+	struct ep_pool *pool;
+	pthread_barrier_t *go;
+	void *exec[4096];
+	int n, last_rc;
+};
+
+static void *fill_to_limit(void *arg)
+{
+	struct filler *f = arg;
+	struct ep_image im;
+
+	pthread_barrier_wait(f->go);
+	while (f->n < 4096) {
+		int rc = ep_alloc(f->pool, 64, &im);
+
+		if (rc) {
+			f->last_rc = rc;
+			break;
+		}
+		f->exec[f->n++] = im.exec;
+	}
+	return NULL;
+}
+
+/* The limit is the pool's, whichever sub-pools the threads land on. */
+START_TEST(test_subpool_shared_limit)
+{
+	enum { T = 4, LIMIT = 64 * 1000 };
+	struct ep_pool *pool = pool_with_subs("4", LIMIT);
+	struct filler *f = calloc(T, sizeof(*f));
+	pthread_t th[T];
+	pthread_barrier_t go;
+
+	ck_assert_ptr_nonnull(f);
+	pthread_barrier_init(&go, NULL, T);
+	for (int i = 0; i < T; i++) {
+		f[i].pool = pool;
+		f[i].go = &go;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, fill_to_limit, &f[i]), 0);
+	}
+	int total = 0;
+
+	for (int i = 0; i < T; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		ck_assert_int_eq(f[i].last_rc, -EPERM);
+		total += f[i].n;
+	}
+	ck_assert_int_eq(total, LIMIT / 64); /* exactly the limit, no more */
+
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(pool, &st), 0);
+	ck_assert_uint_eq(st.used_bytes, LIMIT);
+	ck_assert_uint_eq(st.live_allocs, (size_t)total);
+	for (int i = 0; i < T; i++)
+		for (int k = 0; k < f[i].n; k++)
+			ck_assert_int_eq(ep_free(pool, f[i].exec[k]), 0);
+	struct ep_image im;
+
+	ck_assert_int_eq(ep_alloc(pool, 64, &im), 0); /* room again */
+	ck_assert_int_eq(ep_free(pool, im.exec), 0);
+	pthread_barrier_destroy(&go);
+	free(f);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
+struct one_alloc {
+	struct ep_pool *pool;
+	pthread_barrier_t *go;
+	void *exec;
+};
+
+static void *alloc_one(void *arg)
+{
+	struct one_alloc *o = arg;
+	struct ep_image im;
+
+	if (ep_alloc(o->pool, 64, &im) == 0) {
+		rel_emit_ret_imm(im.rw, 5);
+		if (ep_finalize(o->pool, im.exec) == 0)
+			o->exec = im.exec;
+	}
+	pthread_barrier_wait(o->go); /* both allocations live at once */
+	return NULL;
+}
+
+/* Two threads, two sub-pools: each gets its own pack; with
+ * EXECPACK_SUBPOOLS=1 they share one. */
+static size_t packs_for_two_threads(const char *n)
+{
+	struct ep_pool *pool = pool_with_subs(n, 0);
+	struct one_alloc o[2] = { { .pool = pool }, { .pool = pool } };
+	pthread_barrier_t go;
+	pthread_t th[2];
+
+	pthread_barrier_init(&go, NULL, 3);
+	for (int i = 0; i < 2; i++) {
+		o[i].go = &go;
+		ck_assert_int_eq(pthread_create(&th[i], NULL, alloc_one, &o[i]), 0);
+	}
+	pthread_barrier_wait(&go);
+
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(pool, &st), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		ck_assert_ptr_nonnull(o[i].exec);
+		ck_assert_int_eq(rel_call(o[i].exec), 5);
+		ck_assert_int_eq(ep_free(pool, o[i].exec), 0); /* from another thread */
+	}
+	pthread_barrier_destroy(&go);
+	ep_pool_destroy(pool);
+	return st.packs;
+}
+
+START_TEST(test_subpools_split_threads)
+{
+	ck_assert_uint_eq(packs_for_two_threads("1"), 1);
+	ck_assert_uint_eq(packs_for_two_threads("2"), 2);
+}
+END_TEST
+
 static Suite *threads_suite(void)
 {
 	Suite *s = suite_create("threads");
@@ -369,6 +603,14 @@ static Suite *threads_suite(void)
 	tcase_add_test(tc, test_stress);
 	tcase_add_test(tc, test_stress_randomized);
 	suite_add_tcase(s, tc);
+
+	TCase *ts = tcase_create("subpools");
+
+	tcase_set_timeout(ts, 120);
+	tcase_add_test(ts, test_subpool_handoff);
+	tcase_add_test(ts, test_subpool_shared_limit);
+	tcase_add_test(ts, test_subpools_split_threads);
+	suite_add_tcase(s, ts);
 	return s;
 }
 
