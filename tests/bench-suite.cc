@@ -1,0 +1,1137 @@
+/*
+ * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
+ *
+ * Five workloads, each run for libexecpack and, in the same process and
+ * interleaved round by round, for its peers:
+ *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
+ *   asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory
+ *                  (W^X, freed memory refilled: the same guarantees)
+ *   asmjit-default asmjit JitAllocator with its defaults (one RWX mapping)
+ *   mmap           one mmap(RW) + mprotect(RX) + munmap per program
+ * The asmjit columns exist only when configure found libasmjit-dev.
+ *
+ * Every program is real x86-64 code ("mov eax, imm32; ret", then NOP
+ * padding up to its size) with its own imm32, and every program a run JITs
+ * is called and must return its imm32; live programs are also compared
+ * byte for byte at the end of each round.  A mismatch aborts the run.
+ *
+ * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...]
+ *   quick: 3 rounds and a quarter of the operations; ROUNDS: 1-99 (7).
+ *   EP_BENCH_HUGETLB_NOTE (set by tests/bench.sh) is added to a hugetlb SKIP.
+ */
+#include "config.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifdef HAVE_ASMJIT
+#include <asmjit/core.h>
+#endif
+
+#include "execpack.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+
+/* ---- small helpers ---------------------------------------------------- */
+
+[[noreturn]] __attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	std::fflush(stdout);
+	std::fprintf(stderr, "bench-suite: ");
+	va_start(ap, fmt);
+	std::vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	std::fprintf(stderr, "\n");
+	std::exit(1);
+}
+
+static double now_ns()
+{
+	timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
+}
+
+/*
+ * Segments inside one operation are timed with the TSC (lfence; rdtsc;
+ * lfence), calibrated against CLOCK_MONOTONIC; the cost of an empty
+ * segment is measured once and taken off every segment.
+ */
+static double g_ns_per_tick = 1, g_tick_cost = 0;
+
+static inline uint64_t tick()
+{
+	_mm_lfence();
+	uint64_t t = __rdtsc();
+	_mm_lfence();
+	return t;
+}
+
+static void calibrate_ticks()
+{
+	double t0 = now_ns();
+	uint64_t c0 = tick();
+	while (now_ns() - t0 < 50e6)
+		;
+	g_ns_per_tick = (now_ns() - t0) / double(tick() - c0);
+	std::vector<uint64_t> d;
+	for (int i = 0; i < 10001; i++) {
+		uint64_t a = tick();
+		d.push_back(tick() - a);
+	}
+	std::sort(d.begin(), d.end());
+	g_tick_cost = double(d[d.size() / 2]);
+}
+
+static inline double ticks_ns(uint64_t ticks, size_t segments)
+{
+	return (double(ticks) - g_tick_cost * double(segments)) * g_ns_per_tick;
+}
+
+struct Rng {
+	uint64_t s;
+	explicit Rng(uint64_t seed) : s(seed * 0x9e3779b97f4a7c15ull + 1) {}
+	uint64_t next()
+	{
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		return s;
+	}
+	uint32_t below(uint32_t n) { return uint32_t((next() >> 32) * n >> 32); }
+	double unit() { return double(next() >> 11) / 9007199254740992.0; }
+};
+
+/* Sizes log-uniform in [16, 2048] bytes. */
+static size_t log_uniform_size(Rng &r)
+{
+	size_t len = size_t(16.0 * std::exp2(7.0 * r.unit()));
+	return std::min<size_t>(std::max<size_t>(len, 16), 2048);
+}
+
+struct Stats {
+	double med, lo, hi;
+};
+
+static Stats stats_of(std::vector<double> v)
+{
+	if (v.empty())
+		return Stats{ NAN, NAN, NAN };
+	std::sort(v.begin(), v.end());
+	size_t n = v.size();
+	double m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return Stats{ m, v.front(), v.back() };
+}
+
+/* Median over rounds of a[r] / b[r]: the runs of one round are side by side. */
+static double ratio(const std::vector<double> &a, const std::vector<double> &b)
+{
+	std::vector<double> q;
+	for (size_t i = 0; i < a.size() && i < b.size(); i++)
+		q.push_back(a[i] / b[i]);
+	return stats_of(q).med;
+}
+
+/* ---- the programs ----------------------------------------------------- */
+
+enum { MAX_PROG = 4096 };
+static unsigned char g_tmpl[MAX_PROG];
+
+static void init_template()
+{
+	std::memset(g_tmpl, 0x90, sizeof(g_tmpl)); /* NOP padding */
+	g_tmpl[0] = 0xb8;                          /* mov eax, imm32 */
+	std::memset(g_tmpl + 1, 0, 4);
+	g_tmpl[5] = 0xc3; /* ret */
+}
+
+/* The code of a program of len (>= 6) bytes returning imm. */
+static inline void emit(void *dst, size_t len, uint32_t imm)
+{
+	std::memcpy(dst, g_tmpl, len);
+	std::memcpy(static_cast<unsigned char *>(dst) + 1, &imm, 4);
+}
+
+typedef uint32_t (*prog_fn)(void);
+
+static inline prog_fn as_fn(void *p)
+{
+	prog_fn f;
+	std::memcpy(&f, &p, sizeof(f));
+	return f;
+}
+
+static inline uint32_t call(void *p) { return as_fn(p)(); }
+
+/* Calls checked: per thread, added up when a thread ends. */
+static thread_local uint64_t t_checked;
+static std::atomic<uint64_t> g_calls_checked(0);
+
+static inline void check_call(void *p, uint32_t imm, const char *who)
+{
+	uint32_t got = call(p);
+	if (got != imm)
+		die("%s: program at %p returned %#x, expected %#x", who, p, got, imm);
+	t_checked++;
+}
+
+/* Call it and compare all its bytes with what was written. */
+static void check_full(void *p, size_t len, uint32_t imm, const char *who)
+{
+	unsigned char want[MAX_PROG];
+
+	emit(want, len, imm);
+	if (std::memcmp(p, want, len) != 0)
+		die("%s: the %zu bytes at %p differ from the code written", who, len, p);
+	check_call(p, imm, who);
+}
+
+/* ---- the allocators behind one interface ------------------------------ */
+
+struct Alloc {
+	const char *name;
+	explicit Alloc(const char *n) : name(n) {}
+	virtual ~Alloc() {}
+	/* alloc + write the code + make it executable; nullptr + err on failure */
+	virtual void *try_put(size_t len, uint32_t imm, int *err) = 0;
+	virtual void drop(void *exec) = 0;
+	virtual size_t reserved() = 0; /* bytes of code memory mapped (one view) */
+	virtual size_t packs() = 0;    /* blocks/packs/mappings behind it */
+	void *put(size_t len, uint32_t imm)
+	{
+		int err = 0;
+		void *p = try_put(len, imm, &err);
+		if (!p)
+			die("%s: allocating %zu bytes failed: %s", name, len, std::strerror(-err));
+		return p;
+	}
+};
+
+struct Execpack : Alloc {
+	ep_pool *pool = nullptr;
+	Execpack(const char *n, enum ep_backend backend) : Alloc(n)
+	{
+		ep_config cfg = {};
+		cfg.sz = sizeof(cfg);
+		cfg.backend = backend;
+		int rc = ep_pool_create(&cfg, &pool);
+		if (rc)
+			die("%s: ep_pool_create: %s", name, ep_strerror(rc));
+	}
+	~Execpack() override { ep_pool_destroy(pool); }
+	void *try_put(size_t len, uint32_t imm, int *err) override
+	{
+		ep_image img;
+		int rc = ep_alloc(pool, len, &img);
+		if (rc) {
+			*err = rc;
+			return nullptr;
+		}
+		emit(img.rw, len, imm);
+		rc = ep_finalize(pool, img.exec);
+		if (rc)
+			die("%s: ep_finalize: %s", name, ep_strerror(rc));
+		return img.exec;
+	}
+	void drop(void *exec) override
+	{
+		int rc = ep_free(pool, exec);
+		if (rc)
+			die("%s: ep_free: %s", name, ep_strerror(rc));
+	}
+	size_t reserved() override
+	{
+		ep_stats st;
+		ep_pool_stats(pool, &st);
+		return st.pack_bytes + st.large_bytes;
+	}
+	size_t packs() override
+	{
+		ep_stats st;
+		ep_pool_stats(pool, &st);
+		return st.packs + st.large_allocs;
+	}
+};
+
+#ifdef HAVE_ASMJIT
+struct Asmjit : Alloc {
+	asmjit::JitAllocator *ja;
+	Asmjit(const char *n, bool dual) : Alloc(n)
+	{
+		if (dual) {
+			asmjit::JitAllocator::CreateParams params;
+			params.options = asmjit::JitAllocatorOptions::kUseDualMapping |
+					 asmjit::JitAllocatorOptions::kFillUnusedMemory;
+			ja = new asmjit::JitAllocator(&params);
+		} else {
+			ja = new asmjit::JitAllocator();
+		}
+	}
+	~Asmjit() override { delete ja; }
+	void *try_put(size_t len, uint32_t imm, int *err) override
+	{
+		void *rx, *rw;
+		if (ja->alloc(&rx, &rw, len) != asmjit::kErrorOk) {
+			*err = -ENOMEM;
+			return nullptr;
+		}
+		{
+			asmjit::VirtMem::ProtectJitReadWriteScope scope(rx, len);
+			emit(rw, len, imm);
+		}
+		return rx;
+	}
+	void drop(void *exec) override
+	{
+		if (ja->release(exec) != asmjit::kErrorOk)
+			die("%s: release failed", name);
+	}
+	size_t reserved() override { return ja->statistics().reservedSize(); }
+	size_t packs() override { return ja->statistics().blockCount(); }
+};
+#endif
+
+struct Mmap : Alloc {
+	size_t page = size_t(sysconf(_SC_PAGESIZE));
+	std::unordered_map<void *, size_t> sizes;
+	size_t bytes = 0;
+	Mmap() : Alloc("mmap") {}
+	~Mmap() override
+	{
+		for (auto &e : sizes)
+			munmap(e.first, e.second);
+	}
+	void *try_put(size_t len, uint32_t imm, int *err) override
+	{
+		size_t sz = (len + page - 1) / page * page;
+		void *p = mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			*err = -errno;
+			return nullptr;
+		}
+		emit(p, len, imm);
+		if (mprotect(p, sz, PROT_READ | PROT_EXEC))
+			die("mmap: mprotect: %s", std::strerror(errno));
+		sizes.emplace(p, sz);
+		bytes += sz;
+		return p;
+	}
+	void drop(void *exec) override
+	{
+		auto it = sizes.find(exec);
+		if (it == sizes.end())
+			die("mmap: unknown program %p", exec);
+		munmap(exec, it->second);
+		bytes -= it->second;
+		sizes.erase(it);
+	}
+	size_t reserved() override { return bytes; }
+	size_t packs() override { return sizes.size(); }
+};
+
+/* The floor: bump an offset in one 2 MiB memfd mapped RW and RX. */
+struct Bump : Alloc {
+	enum { SIZE = 2 << 20 };
+	unsigned char *rw, *rx;
+	size_t off = 0;
+	Bump() : Alloc("bump")
+	{
+		int fd = memfd_create("bench-bump", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, SIZE))
+			die("bump: memfd: %s", std::strerror(errno));
+		/* populated: no page faults in the timed loop */
+		void *w = mmap(nullptr, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+		void *x = mmap(nullptr, SIZE, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_POPULATE, fd, 0);
+		if (w == MAP_FAILED || x == MAP_FAILED)
+			die("bump: mmap: %s", std::strerror(errno));
+		close(fd);
+		rw = static_cast<unsigned char *>(w);
+		rx = static_cast<unsigned char *>(x);
+		std::memset(rw, 0xcc, SIZE);
+	}
+	~Bump() override
+	{
+		munmap(rw, SIZE);
+		munmap(rx, SIZE);
+	}
+	void *try_put(size_t len, uint32_t imm, int *) override
+	{
+		size_t step = (len + EP_CHUNK_SIZE - 1) & ~size_t(EP_CHUNK_SIZE - 1);
+		if (off + step > SIZE)
+			off = 0;
+		emit(rw + off, len, imm);
+		void *p = rx + off;
+		off += step;
+		return p;
+	}
+	void drop(void *) override {}
+	size_t reserved() override { return SIZE; }
+	size_t packs() override { return 1; }
+};
+
+enum Kind { K_EP, K_AJ_DUAL, K_AJ_DEF, K_MMAP, K_BUMP, K_N };
+static const char *const kind_name[K_N] = { "execpack", "asmjit-dual", "asmjit-default", "mmap",
+					    "bump" };
+#ifdef HAVE_ASMJIT
+static const bool have_asmjit = true;
+#else
+static const bool have_asmjit = false;
+#endif
+
+static Alloc *make(Kind k)
+{
+	switch (k) {
+	case K_EP:
+		return new Execpack("execpack", EP_BACKEND_MEMFD);
+#ifdef HAVE_ASMJIT
+	case K_AJ_DUAL:
+		return new Asmjit("asmjit-dual", true);
+	case K_AJ_DEF:
+		return new Asmjit("asmjit-default", false);
+#endif
+	case K_MMAP:
+		return new Mmap();
+	case K_BUMP:
+		return new Bump();
+	default:
+		die("allocator %d not built in", int(k));
+	}
+}
+
+/* ---- /proc/self/smaps ------------------------------------------------- */
+
+struct MapEnt {
+	unsigned long lo, hi;
+	std::string perms;
+	long pss_kb;
+};
+
+static std::vector<MapEnt> read_smaps()
+{
+	std::vector<MapEnt> v;
+	FILE *f = std::fopen("/proc/self/smaps", "r");
+	char line[1024];
+
+	if (!f)
+		die("/proc/self/smaps: %s", std::strerror(errno));
+	while (std::fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8];
+		long kb;
+		if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3)
+			v.push_back(MapEnt{ lo, hi, perms, 0 });
+		else if (!v.empty() && std::sscanf(line, "Pss: %ld kB", &kb) == 1)
+			v.back().pss_kb = kb;
+		/* a line longer than the buffer: skip its tail */
+		while (!std::strchr(line, '\n') && std::fgets(line, sizeof(line), f))
+			;
+	}
+	std::fclose(f);
+	return v;
+}
+
+struct Mem {
+	double reserved, mapped, pss, vmas, packs;
+};
+
+typedef std::set<std::tuple<unsigned long, unsigned long, std::string>> MapSet;
+
+static MapSet map_set(const std::vector<MapEnt> &v)
+{
+	MapSet s;
+	for (auto &e : v)
+		s.emplace(e.lo, e.hi, e.perms);
+	return s;
+}
+
+/*
+ * What an allocator added since `before`: mappings that are new and either
+ * executable or shared (RX views, memfd RW aliases); anonymous private RW
+ * mappings (malloc arenas, staging buffers) are left out of mapped and Pss
+ * but not of the VMA count.
+ */
+static Mem mem_since(const MapSet &before, size_t n_before, Alloc &a)
+{
+	std::vector<MapEnt> now = read_smaps();
+	Mem m = { double(a.reserved()), 0, 0, double(now.size()) - double(n_before),
+		  double(a.packs()) };
+
+	for (auto &e : now) {
+		if (before.count(std::make_tuple(e.lo, e.hi, e.perms)))
+			continue;
+		if (e.perms.size() >= 4 && (e.perms[2] == 'x' || e.perms[3] == 's')) {
+			m.mapped += double(e.hi - e.lo);
+			m.pss += double(e.pss_kb) * 1024;
+		}
+	}
+	return m;
+}
+
+/* ---- options ---------------------------------------------------------- */
+
+static int g_rounds = 7;
+static int g_div = 1; /* quick: a quarter of the operations */
+static bool g_only[6] = { false, true, true, true, true, true };
+
+static int ops(int n) { return std::max(n / g_div, 1); }
+
+static std::vector<Kind> peers(bool with_bump)
+{
+	std::vector<Kind> v = { K_EP };
+	if (have_asmjit) {
+		v.push_back(K_AJ_DUAL);
+		v.push_back(K_AJ_DEF);
+	}
+	v.push_back(K_MMAP);
+	if (with_bump)
+		v.push_back(K_BUMP);
+	return v;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+static void head(const char *title, const char *what)
+{
+	std::printf("\n%s\n  %s\n", title, what);
+}
+
+static void cols(const char *unit, const char *rname, bool with_call = false)
+{
+	std::printf("  %-24s %11s %11s %11s  %-8s %8s", "", "median", "min", "max", unit, rname);
+	if (with_call)
+		std::printf(" %11s", "with call");
+	std::printf("\n");
+}
+
+/* with_call: the median of the whole cycle, the untimed call included. */
+static void row(const std::string &name, const std::vector<double> &v, const char *unit,
+		double r, int prec = 1, const std::vector<double> &with_call = {})
+{
+	Stats s = stats_of(v);
+	char rs[32] = "";
+	if (!std::isnan(r))
+		std::snprintf(rs, sizeof(rs), "%.2fx", r);
+	std::printf("  %-24s %11.*f %11.*f %11.*f  %-8s %8s", name.c_str(), prec, s.med, prec, s.lo,
+		    prec, s.hi, unit, rs);
+	if (!with_call.empty())
+		std::printf(" %11.*f", prec, stats_of(with_call).med);
+	std::printf("\n");
+}
+
+static void skip_row(const std::string &name, const std::string &why)
+{
+	std::printf("  %-24s SKIP: %s\n", name.c_str(), why.c_str());
+}
+
+/* ---- targets ---------------------------------------------------------- */
+
+struct Target {
+	std::string what;
+	double value;
+	double limit;
+	bool at_most; /* value <= limit; else value >= limit */
+	std::string skip;
+	const char *unit;
+};
+static std::vector<Target> g_targets;
+
+static void target(const std::string &what, double value, double limit, bool at_most,
+		   const char *unit = "x", const std::string &skip = "")
+{
+	g_targets.push_back(Target{ what, value, limit, at_most, skip, unit });
+}
+
+/* ---- workload 1 (and 3, 5): churn ------------------------------------- */
+
+struct Prog {
+	void *p;
+	uint32_t imm;
+	uint32_t len;
+};
+
+/* One churn sequence: the initial programs, then (victim, size, imm) ops. */
+struct ChurnSeq {
+	std::vector<Prog> init;
+	std::vector<uint32_t> victim, len, imm;
+	ChurnSeq(uint64_t seed, int live, int n)
+	{
+		Rng r(seed);
+		for (int i = 0; i < live; i++)
+			init.push_back(Prog{ nullptr, uint32_t(r.next()), uint32_t(log_uniform_size(r)) });
+		for (int i = 0; i < n; i++) {
+			victim.push_back(r.below(uint32_t(live)));
+			len.push_back(uint32_t(log_uniform_size(r)));
+			imm.push_back(uint32_t(r.next()));
+		}
+	}
+};
+
+struct ChurnRun {
+	std::vector<Prog> live;
+	double t0 = 0, t1 = 0; /* wall clock around all ops, calls included */
+	uint64_t ticks = 0;    /* TSC ticks in free + alloc + write + finalize */
+};
+
+static void churn_setup(Alloc &a, const ChurnSeq &q, ChurnRun &run)
+{
+	run.live = q.init;
+	for (auto &pr : run.live)
+		pr.p = a.put(pr.len, pr.imm);
+}
+
+/*
+ * The ops: free one at random and JIT a new one (timed, by the TSC when
+ * `segments`), then call the new one (not timed when `segments`).
+ */
+static void churn_ops(Alloc &a, const ChurnSeq &q, ChurnRun &run, bool segments)
+{
+	size_t n = q.victim.size();
+	Prog *live = run.live.data();
+	uint64_t acc = 0;
+
+	run.t0 = now_ns();
+	for (size_t i = 0; i < n; i++) {
+		Prog &pr = live[q.victim[i]];
+		uint64_t c0 = segments ? tick() : 0;
+		a.drop(pr.p);
+		pr.len = q.len[i];
+		pr.imm = q.imm[i];
+		pr.p = a.put(pr.len, pr.imm);
+		if (segments)
+			acc += tick() - c0;
+		check_call(pr.p, pr.imm, a.name);
+	}
+	run.t1 = now_ns();
+	run.ticks = acc;
+}
+
+static void churn_finish(Alloc &a, ChurnRun &run)
+{
+	for (auto &pr : run.live)
+		check_full(pr.p, pr.len, pr.imm, a.name);
+	for (auto &pr : run.live)
+		a.drop(pr.p);
+	run.live.clear();
+}
+
+enum { LIVE = 10000 };
+
+static void workload_churn()
+{
+	const std::vector<Kind> ks = peers(false);
+	const int n = ops(20000);
+	std::vector<double> t[K_N], wc[K_N];
+	std::vector<Mem> mem[K_N];
+
+	for (int r = 0; r < g_rounds; r++) {
+		ChurnSeq q(1000 + uint64_t(r), LIVE, n);
+		for (Kind k : ks) {
+			ChurnRun run;
+			run.live.reserve(LIVE);
+			std::vector<MapEnt> b = read_smaps();
+			MapSet before = map_set(b);
+			Alloc *a = make(k);
+			churn_setup(*a, q, run);
+			churn_ops(*a, q, run, true);
+			mem[k].push_back(mem_since(before, b.size(), *a));
+			churn_finish(*a, run);
+			delete a;
+			t[k].push_back(ticks_ns(run.ticks, size_t(n)) / n);
+			wc[k].push_back((run.t1 - run.t0) / n);
+		}
+	}
+
+	if (g_only[1]) {
+		head("1. churn",
+		     "10,000 live programs, sizes log-uniform 16-2048 B; one op = free a random one,\n"
+		     "  then alloc + write + finalize a new one (timed), then call it (not timed;\n"
+		     "  \"with call\" is the whole cycle).  ratio = peer / execpack.");
+		std::printf("  %d ops per round\n", n);
+		cols("ns/op", "ratio", true);
+		for (Kind k : ks)
+			row(kind_name[k], t[k], "ns/op", ratio(t[k], t[K_EP]), 1, wc[k]);
+		if (have_asmjit)
+			target("churn: execpack / asmjit-dual", ratio(t[K_EP], t[K_AJ_DUAL]), 0.5, true);
+		else
+			target("churn: execpack / asmjit-dual", NAN, 0.5, true, "x",
+			       "built without asmjit");
+	}
+	if (g_only[3]) {
+		head("3. memory with the 10,000 live programs of workload 1 (after its churn)",
+		     "reserved: the allocator's own count of code memory (one view); mapped and Pss:\n"
+		     "  new executable or shared mappings in /proc/self/smaps (a dual-mapped page is\n"
+		     "  mapped twice but counted once by Pss); VMAs: lines added to /proc/self/maps;\n"
+		     "  packs: packs / blocks / mappings.  ratio = peer reserved / execpack reserved.");
+		std::printf("  %-24s %11s %11s %11s %7s %7s %9s %8s\n", "", "reserved", "mapped", "Pss",
+			    "VMAs", "packs", "VMAs/pack", "ratio");
+		double ep_res = 0, ep_vpp = 0;
+		for (Kind k : ks) {
+			std::vector<double> res, map, pss, vm, pk, vpp;
+			for (auto &m : mem[k]) {
+				res.push_back(m.reserved);
+				map.push_back(m.mapped);
+				pss.push_back(m.pss);
+				vm.push_back(m.vmas);
+				pk.push_back(m.packs);
+				vpp.push_back(m.packs > 0 ? m.vmas / m.packs : NAN);
+			}
+			std::vector<double> rr;
+			for (size_t i = 0; i < mem[k].size(); i++)
+				rr.push_back(mem[k][i].reserved / mem[K_EP][i].reserved);
+			double v = stats_of(vpp).med;
+			std::printf("  %-24s %10.0fK %10.0fK %10.0fK %7.0f %7.0f %9.2f %7.2fx\n",
+				    kind_name[k], stats_of(res).med / 1024, stats_of(map).med / 1024,
+				    stats_of(pss).med / 1024, stats_of(vm).med, stats_of(pk).med, v,
+				    stats_of(rr).med);
+			if (k == K_EP) {
+				ep_res = stats_of(res).med;
+				ep_vpp = v;
+			}
+			if (k == K_AJ_DUAL)
+				target("memory: execpack reserved / asmjit-dual", ep_res / stats_of(res).med,
+				       1.0, true);
+		}
+		if (!have_asmjit)
+			target("memory: execpack reserved / asmjit-dual", NAN, 1.0, true, "x",
+			       "built without asmjit");
+		target("memory: execpack VMAs per pack", ep_vpp, 2.0, true, "");
+	}
+}
+
+/* ---- workload 2: one at a time ---------------------------------------- */
+
+/*
+ * One op: free the previous program, alloc + write + finalize the next
+ * (timed by the TSC), call it (not timed).  At most one program is live.
+ * *with_call: the whole cycle by the wall clock.
+ */
+static double once(Alloc &a, size_t len, int n, uint32_t salt, double *with_call)
+{
+	void *p = nullptr;
+	for (int i = 0; i < 64; i++) { /* warm: the first pack is mapped here */
+		if (p)
+			a.drop(p);
+		p = a.put(len, salt - uint32_t(i));
+		check_call(p, salt - uint32_t(i), a.name);
+	}
+	uint64_t acc = 0;
+	double t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		uint32_t imm = salt ^ uint32_t(i);
+		uint64_t c0 = tick();
+		a.drop(p);
+		p = a.put(len, imm);
+		acc += tick() - c0;
+		check_call(p, imm, a.name);
+	}
+	*with_call = (now_ns() - t0) / n;
+	a.drop(p);
+	return ticks_ns(acc, size_t(n)) / n;
+}
+
+static void workload_once()
+{
+	const std::vector<Kind> ks = peers(true);
+	const size_t sizes[] = { 64, 256, 1024, 4096 };
+
+	head("2. one at a time in an empty pool",
+	     "one op = free the previous program, alloc + write + finalize the next (timed),\n"
+	     "  then call it (not timed; \"with call\" is the whole cycle).\n"
+	     "  bump: bump an offset in one 2 MiB memfd mapped RW and RX, memcpy into the RW view,\n"
+	     "  nothing to finalize or free (the practical floor).  ratio = peer / execpack;\n"
+	     "  vs bump = execpack / bump.");
+	for (size_t len : sizes) {
+		std::vector<double> t[K_N], wc[K_N];
+		for (int r = 0; r < g_rounds; r++) {
+			for (Kind k : ks) {
+				Alloc *a = make(k);
+				int n = ops(k == K_MMAP ? 4000 : 40000);
+				double w;
+				t[k].push_back(once(*a, len, n, uint32_t(len * 7919 + unsigned(r)), &w));
+				wc[k].push_back(w);
+				delete a;
+			}
+		}
+		std::printf("  %zu B\n", len);
+		cols("ns/op", "ratio", true);
+		for (Kind k : ks)
+			row(std::string("  ") + kind_name[k], t[k], "ns/op", ratio(t[k], t[K_EP]), 1,
+			    wc[k]);
+		double vb = ratio(t[K_EP], t[K_BUMP]);
+		std::printf("  %-24s %11s %11s %11s  %-8s %7.2fx\n", "  execpack / bump", "", "", "", "",
+			    vb);
+		if (len == 256)
+			target("one at a time 256 B: execpack / bump", vb, 3.0, true);
+	}
+}
+
+/* ---- workload 4: calls ------------------------------------------------ */
+
+struct CallSet {
+	std::string name;
+	std::string skip;
+	Alloc *a = nullptr;
+	std::vector<Prog> progs;
+	std::vector<prog_fn> order; /* shuffled */
+	uint64_t sum = 0;
+	std::vector<double> t;
+};
+
+static std::string file_line(const char *path)
+{
+	char buf[256] = "";
+	FILE *f = std::fopen(path, "r");
+	if (f) {
+		if (!std::fgets(buf, sizeof(buf), f))
+			buf[0] = 0;
+		std::fclose(f);
+	}
+	std::string s(buf);
+	while (!s.empty() && (s.back() == '\n'))
+		s.pop_back();
+	return s;
+}
+
+static long meminfo(const char *key)
+{
+	FILE *f = std::fopen("/proc/meminfo", "r");
+	char line[256];
+	long v = -1;
+	size_t kl = std::strlen(key);
+	if (!f)
+		return -1;
+	while (std::fgets(line, sizeof(line), f))
+		if (!std::strncmp(line, key, kl) && line[kl] == ':')
+			v = std::atol(line + kl + 1);
+	std::fclose(f);
+	return v;
+}
+
+static std::string hugetlb_note()
+{
+	const char *n = std::getenv("EP_BENCH_HUGETLB_NOTE");
+	return n && *n ? std::string(" (") + n + ")" : std::string();
+}
+
+/* Why the hugetlb backend cannot take `pages` more 2 MiB pages, or "". */
+static std::string hugetlb_unavailable(long pages)
+{
+	ep_config cfg = {};
+	char why[256] = "";
+	cfg.sz = sizeof(cfg);
+	cfg.backend = EP_BACKEND_HUGETLB;
+	if (ep_backend_probe(EP_BACKEND_HUGETLB, &cfg, why, sizeof(why)) != 0)
+		return std::string(why) + hugetlb_note();
+	long fr = meminfo("HugePages_Free");
+	if (fr < pages) {
+		char b[160];
+		std::snprintf(b, sizeof(b), "needs %ld free 2 MiB huge pages, %ld free", pages, fr);
+		return b + hugetlb_note();
+	}
+	return "";
+}
+
+enum { NCALL = 20000 };
+
+static void call_setup(CallSet &c, Alloc *a, size_t len, uint64_t seed)
+{
+	Rng r(seed);
+	c.a = a;
+	for (int i = 0; i < NCALL; i++) {
+		int err = 0;
+		uint32_t imm = uint32_t(r.next());
+		void *p = a->try_put(len, imm, &err);
+		if (!p) {
+			char b[160];
+			std::snprintf(b, sizeof(b), "allocation %d of %zu B failed: %s", i + 1, len,
+				      std::strerror(-err));
+			c.skip = b + (len > 64 ? hugetlb_note() : std::string());
+			for (auto &pr : c.progs)
+				a->drop(pr.p);
+			c.progs.clear();
+			delete a;
+			c.a = nullptr;
+			return;
+		}
+		c.progs.push_back(Prog{ p, imm, uint32_t(len) });
+		c.sum += imm;
+	}
+	for (auto &pr : c.progs) {
+		check_full(pr.p, pr.len, pr.imm, a->name);
+		c.order.push_back(as_fn(pr.p));
+	}
+	for (size_t i = c.order.size() - 1; i > 0; i--) /* Fisher-Yates */
+		std::swap(c.order[i], c.order[r.below(uint32_t(i + 1))]);
+}
+
+static double call_round(CallSet &c, int passes)
+{
+	const prog_fn *o = c.order.data();
+	size_t n = c.order.size();
+	uint64_t sum = 0;
+	double t0 = now_ns();
+	for (int p = 0; p < passes; p++)
+		for (size_t i = 0; i < n; i++)
+			sum += o[i]();
+	double t = (now_ns() - t0) / (double(passes) * double(n));
+	if (sum != c.sum * uint64_t(passes))
+		die("calls %s: the programs returned a sum of %#llx, expected %#llx", c.name.c_str(),
+		    (unsigned long long)sum, (unsigned long long)(c.sum * uint64_t(passes)));
+	t_checked += uint64_t(passes) * n;
+	return t;
+}
+
+static void call_teardown(CallSet &c)
+{
+	if (!c.a)
+		return;
+	for (auto &pr : c.progs)
+		c.a->drop(pr.p);
+	delete c.a;
+	c.a = nullptr;
+}
+
+static void workload_calls()
+{
+	/* 20,000 x 1 KiB is 10 packs of 2 MiB; one more for the small set,
+	   one spare per sub-pool. */
+	const long large_pages = long(NCALL) * 1024 / (2 << 20) + 1 + 4;
+	std::string no_huge_small = hugetlb_unavailable(1);
+	std::string no_huge_large = hugetlb_unavailable(large_pages + 1);
+	std::vector<CallSet> small(4), large(2);
+	const int passes = std::max(25 / g_div, 2);
+
+	small[0].name = "execpack memfd";
+	small[1].name = "execpack hugetlb";
+	small[2].name = "asmjit-dual";
+	small[3].name = "mmap (1 per 4 KiB page)";
+	large[0].name = "execpack memfd (4 KiB)";
+	large[1].name = "execpack hugetlb (2 MiB)";
+
+	call_setup(small[0], new Execpack("execpack memfd", EP_BACKEND_MEMFD), 6, 41);
+	if (no_huge_small.empty())
+		call_setup(small[1], new Execpack("execpack hugetlb", EP_BACKEND_HUGETLB), 6, 41);
+	else
+		small[1].skip = no_huge_small;
+#ifdef HAVE_ASMJIT
+	call_setup(small[2], new Asmjit("asmjit-dual", true), 6, 41);
+#else
+	small[2].skip = "built without asmjit";
+#endif
+	call_setup(small[3], new Mmap(), 6, 41);
+	call_setup(large[0], new Execpack("execpack memfd", EP_BACKEND_MEMFD), 1024, 43);
+	if (no_huge_large.empty())
+		call_setup(large[1], new Execpack("execpack hugetlb", EP_BACKEND_HUGETLB), 1024, 43);
+	else
+		large[1].skip = no_huge_large;
+
+	for (int r = 0; r < g_rounds; r++) {
+		for (auto &c : small)
+			if (c.a)
+				c.t.push_back(call_round(c, passes));
+		for (auto &c : large)
+			if (c.a)
+				c.t.push_back(call_round(c, passes));
+	}
+
+	head("4. calls",
+	     "20,000 programs (mov eax, imm32; ret) called through a pointer array in shuffled\n"
+	     "  order, every return value summed and checked.  ratio = this / execpack memfd.");
+	std::string thp = file_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+	std::printf("  %d calls per round; shmem transparent huge pages: %s\n", passes * NCALL,
+		    thp.empty() ? "unknown" : thp.c_str());
+	std::printf("  tiny: one 6-byte program each\n");
+	cols("ns/call", "ratio");
+	for (auto &c : small) {
+		if (c.a)
+			row(c.name, c.t, "ns/call", ratio(c.t, small[0].t), 2);
+		else
+			skip_row(c.name, c.skip);
+	}
+	std::printf("  large footprint: each program takes 1 KiB (~20 MB of code)\n");
+	cols("ns/call", "ratio");
+	for (auto &c : large) {
+		if (c.a)
+			row(c.name, c.t, "ns/call", ratio(c.t, large[0].t), 2);
+		else
+			skip_row(c.name, c.skip);
+	}
+	target("calls: mmap per page / execpack memfd", ratio(small[3].t, small[0].t), 3.0, false);
+	if (large[1].a)
+		target("calls 20 MB: hugetlb / memfd", ratio(large[1].t, large[0].t), 0.9, true);
+	else
+		target("calls 20 MB: hugetlb / memfd", NAN, 0.9, true, "x", large[1].skip);
+	for (auto &c : small)
+		call_teardown(c);
+	for (auto &c : large)
+		call_teardown(c);
+}
+
+/* ---- workload 5: two threads on one pool ------------------------------ */
+
+static double threaded(Alloc &a, int nthreads, int total_ops, uint64_t seed)
+{
+	std::vector<ChurnSeq> qs;
+	std::vector<ChurnRun> runs{ size_t(nthreads) };
+	std::atomic<int> ready(0);
+	std::atomic<bool> go(false);
+	std::vector<std::thread> th;
+
+	for (int i = 0; i < nthreads; i++)
+		qs.emplace_back(seed * 16 + uint64_t(i), LIVE / nthreads, total_ops / nthreads);
+	for (int i = 0; i < nthreads; i++)
+		th.emplace_back([&, i] {
+			churn_setup(a, qs[size_t(i)], runs[size_t(i)]);
+			ready++;
+			while (!go.load(std::memory_order_acquire))
+				;
+			churn_ops(a, qs[size_t(i)], runs[size_t(i)], false);
+			g_calls_checked += t_checked;
+		});
+	while (ready.load() < nthreads)
+		std::this_thread::yield();
+	go.store(true, std::memory_order_release);
+	for (auto &t : th)
+		t.join();
+	double t0 = runs[0].t0, t1 = runs[0].t1;
+	for (auto &run : runs) {
+		t0 = std::min(t0, run.t0);
+		t1 = std::max(t1, run.t1);
+		churn_finish(a, run);
+	}
+	return double(total_ops / nthreads * nthreads) / ((t1 - t0) / 1e9);
+}
+
+static void workload_threads()
+{
+	std::vector<Kind> ks = { K_EP };
+	if (have_asmjit)
+		ks.push_back(K_AJ_DUAL);
+	const int n = ops(80000);
+	std::vector<double> one[K_N], two[K_N];
+
+	for (int r = 0; r < g_rounds; r++) {
+		for (Kind k : ks) {
+			Alloc *a = make(k);
+			one[k].push_back(threaded(*a, 1, n, 2000 + uint64_t(r)));
+			delete a;
+			a = make(k);
+			two[k].push_back(threaded(*a, 2, n, 3000 + uint64_t(r)));
+			delete a;
+		}
+	}
+	head("5. two threads on one shared pool",
+	     "workload 1 with 10,000 live programs in one thread, then split over two threads\n"
+	     "  (5,000 live each) sharing one pool / one JitAllocator; ops per second by the\n"
+	     "  wall clock, the call of each new program included.  ratio = 2 threads / 1.");
+	std::printf("  %d ops per round in total; %ld CPUs online\n", n, sysconf(_SC_NPROCESSORS_ONLN));
+	cols("Mops/s", "ratio");
+	for (Kind k : ks) {
+		std::vector<double> a1, a2;
+		for (double v : one[k])
+			a1.push_back(v / 1e6);
+		for (double v : two[k])
+			a2.push_back(v / 1e6);
+		row(std::string(kind_name[k]) + " 1 thread", a1, "Mops/s", NAN, 3);
+		row(std::string(kind_name[k]) + " 2 threads", a2, "Mops/s", ratio(two[k], one[k]), 3);
+	}
+	target("2 threads / 1 thread (execpack)", ratio(two[K_EP], one[K_EP]), 1.6, false);
+}
+
+/* ---- main ------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *s = argv[i];
+		if (!std::strcmp(s, "quick")) {
+			g_rounds = 3;
+			g_div = 4;
+		} else if (!std::strncmp(s, "only=", 5)) {
+			for (int w = 1; w <= 5; w++)
+				g_only[w] = false;
+			for (const char *c = s + 5; *c; c++)
+				if (*c >= '1' && *c <= '5')
+					g_only[*c - '0'] = true;
+		} else if (std::atoi(s) >= 1 && std::atoi(s) <= 99) {
+			g_rounds = std::atoi(s);
+		} else {
+			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,3,4,5]\n", argv[0]);
+			return 2;
+		}
+	}
+	init_template();
+	calibrate_ticks();
+	setvbuf(stdout, nullptr, _IOLBF, 0);
+
+	double t0 = now_ns();
+	std::printf("libexecpack %s benchmark suite: %d rounds, %s operations; median, min and max\n"
+		    "over rounds; the allocators run interleaved, round by round, in this process.\n"
+		    "A ratio is the median over rounds of that round's ratio.\n",
+		    ep_version(), g_rounds, g_div > 1 ? "a quarter of the" : "all");
+	std::printf("  execpack       libexecpack, memfd backend: RW alias + RX view (W^X)\n");
+	if (have_asmjit) {
+		std::printf("  asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory "
+			    "(W^X)\n");
+		std::printf("  asmjit-default asmjit JitAllocator, default options (RWX mapping)\n");
+	} else {
+		std::printf("  (asmjit columns left out: built without libasmjit-dev)\n");
+	}
+	std::printf("  mmap           mmap RW + write + mprotect RX per program, munmap to free\n");
+
+	if (g_only[1] || g_only[3])
+		workload_churn();
+	if (g_only[2])
+		workload_once();
+	if (g_only[4])
+		workload_calls();
+	if (g_only[5])
+		workload_threads();
+
+	std::printf("\ntargets (issue 8)%*s %9s %10s\n", 38, "", "measured", "target");
+	for (auto &t : g_targets) {
+		char m[32], l[32];
+		if (!t.skip.empty() || std::isnan(t.value)) {
+			std::printf("  %-52s %9s %10s  SKIP: %s\n", t.what.c_str(), "-", "",
+				    t.skip.empty() ? "not measured" : t.skip.c_str());
+			continue;
+		}
+		std::snprintf(m, sizeof(m), "%.2f%s", t.value, t.unit);
+		std::snprintf(l, sizeof(l), "%s %.2f%s", t.at_most ? "<=" : ">=", t.limit, t.unit);
+		bool met = t.at_most ? t.value <= t.limit : t.value >= t.limit;
+		std::printf("  %-52s %9s %10s  %s\n", t.what.c_str(), m, l, met ? "met" : "NOT MET");
+	}
+	g_calls_checked += t_checked;
+	std::printf("\nall %llu calls returned the right value; %.0f s\n",
+		    (unsigned long long)g_calls_checked.load(), (now_ns() - t0) / 1e9);
+	return 0;
+}
+#else
+/* The programs are x86-64 machine code. */
+int main()
+{
+	std::puts("bench-suite: SKIP: the benchmark programs are x86-64 code");
+	return 0;
+}
+#endif
