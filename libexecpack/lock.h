@@ -33,12 +33,19 @@
 
 struct ep__lock {
 	int word;
+	/* Set to CONTENDED_OPS by a locker that had to wait, counted down by
+	 * the holder (ep__lock_contended()): says whether it pays to release
+	 * the lock for long copies.  Only read or written with the lock held. */
+	unsigned contended;
 };
+
+#define CONTENDED_OPS 4096
 
 /* (the annotations are client requests: issued only under Valgrind) */
 static inline void ep__lock_init(struct ep__lock *l)
 {
 	l->word = 0;
+	l->contended = 0;
 	if (ep__under_valgrind()) {
 		VALGRIND_HG_DISABLE_CHECKING(&l->word, sizeof(l->word));
 		ANNOTATE_RWLOCK_CREATE(l);
@@ -61,8 +68,10 @@ static void ep__lock_slow(struct ep__lock *l)
 
 		if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 &&
 		    __atomic_compare_exchange_n(&l->word, &z, 1, false, __ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED))
+						__ATOMIC_RELAXED)) {
+			l->contended = CONTENDED_OPS;
 			return;
+		}
 #if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_pause();
 #endif
@@ -70,6 +79,16 @@ static void ep__lock_slow(struct ep__lock *l)
 	/* 2: whoever unlocks must wake someone; taking it as 2 is safe */
 	while (__atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE) != 0)
 		syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+	l->contended = CONTENDED_OPS;
+}
+
+/* With the lock held: has another thread wanted it lately? */
+static inline bool ep__lock_contended(struct ep__lock *l)
+{
+	if (!l->contended)
+		return false;
+	l->contended--;
+	return true;
 }
 
 static inline void ep__lock(struct ep__lock *l)

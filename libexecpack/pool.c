@@ -1266,13 +1266,17 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 	return rc;
 }
 
-/* Copy or refill this allocation with the lock released? */
-static bool work_unlocked(const struct ep__sub *pool, const struct ep__alloc *a)
+/*
+ * Copy or refill this allocation with the lock released?  Only while other
+ * threads want this lock: alone, the atomics and the hand-off through the
+ * pending list cost more than they save.
+ */
+static bool work_unlocked(struct ep__sub *pool, const struct ep__alloc *a)
 {
 	if (!pool->ops->threadsafe)
 		return false; /* the backend keeps state its calls share (kmod) */
 	/* diag.c registrations (names, unwind info) want the lock */
-	return a->reserved > INLINE_COPY && !a->diag;
+	return a->reserved > INLINE_COPY && !a->diag && ep__lock_contended(&pool->lock);
 }
 
 static int sub_finalize(struct ep__sub *pool, void *exec)
