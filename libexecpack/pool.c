@@ -5,17 +5,10 @@
  * order, as the kernel's bpf_prog_pack does) and a separate mapping for each
  * request larger than a pack.  No metadata lives in executable memory: each
  * pack has two out-of-band bitmaps, "used" (chunk is allocated) and "start"
- * (an allocation begins here).  An address is resolved by a binary search
- * over the address ranges of all regions (never by masking: packs are not
- * aligned to their size), then the start bitmap.
- *
- * Records: an allocation being staged, named, given unwind info or placed
- * at a random offset, a large one, or one a thread is working on without
- * the lock has a record in a hash table keyed by the address of its first
- * chunk.  A finalized plain pack allocation has none: its two bitmaps say
- * all there is (it begins at a start bit and runs to the next start bit or
- * free chunk).  With 10,000 live programs the records were megabytes that
- * every ep_free() missed in cache; now the table holds a few hot entries.
+ * (an allocation begins here), and each allocation has a record in a hash
+ * table keyed by the address of its first chunk.  An address is resolved by
+ * a binary search over the address ranges of all regions (never by masking:
+ * packs are not aligned to their size), then the start bitmap.
  *
  * fork(): the mappings are MAP_SHARED, so after fork() parent and child would
  * share code pages.  Both processes bump a generation in pthread_atfork
@@ -52,16 +45,6 @@
 #define ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
 #define ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
 #endif
-#define VG_HAPPENS_BEFORE(obj)                        \
-	do {                                          \
-		if (ep__under_valgrind())             \
-			ANNOTATE_HAPPENS_BEFORE(obj); \
-	} while (0)
-#define VG_HAPPENS_AFTER(obj)                        \
-	do {                                         \
-		if (ep__under_valgrind())            \
-			ANNOTATE_HAPPENS_AFTER(obj); \
-	} while (0)
 #ifndef VALGRIND_DISCARD_TRANSLATIONS
 #define VALGRIND_DISCARD_TRANSLATIONS(addr, len) ((void)(addr), (void)(len))
 #endif
@@ -70,7 +53,6 @@
 #include "diag.h"
 #include "execpack.h"
 #include "internal.h"
-#include "lock.h"
 
 #define CHUNK EP_CHUNK_SIZE
 #define RANDOMIZE_SLACK 48 /* extra bytes reserved for EP_F_RANDOMIZE */
@@ -104,7 +86,6 @@ struct ep__alloc {
 	unsigned char *staging;  /* reserved bytes; NULL once finalized */
 	int stash_class;         /* staging's size class, or -1 */
 	int state;               /* ST_*, atomic: changed outside the lock */
-	int view;                /* 1: no record, a copy on the caller's stack */
 	struct ep__alloc *pnext; /* pool->pending */
 	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
 };
@@ -115,15 +96,21 @@ static inline int state_of(struct ep__alloc *a)
 {
 	int st = __atomic_load_n(&a->state, __ATOMIC_ACQUIRE);
 
-	VG_HAPPENS_AFTER(&a->state);
+	ANNOTATE_HAPPENS_AFTER(&a->state);
 	return st;
 }
 
 static inline void state_publish(struct ep__alloc *a, int st)
 {
-	VG_HAPPENS_BEFORE(&a->state);
+	ANNOTATE_HAPPENS_BEFORE(&a->state);
 	__atomic_store_n(&a->state, st, __ATOMIC_RELEASE);
 }
+
+/* A spare staging buffer, on pool->spare_staging (lock-free push). */
+struct ep__spare {
+	struct ep__spare *next;
+	int cls;
+};
 
 struct ep__pack {
 	struct ep__region r;
@@ -151,7 +138,7 @@ struct ep__range {
  * within a sub-pool; a single-threaded program only ever uses one.
  */
 struct ep__sub {
-	struct ep__lock lock;
+	pthread_mutex_t lock;
 	struct ep_pool *root;
 	const struct ep__backend_ops *ops;
 	struct ep__backend *be;
@@ -170,8 +157,7 @@ struct ep__sub {
 
 	struct ep__alloc **hash;
 	size_t hash_mask; /* buckets - 1 */
-	size_t nrecs;     /* records in the hash */
-	size_t nlive;     /* live allocations, with or without a record */
+	size_t nallocs;
 
 	size_t used_bytes, large_allocs, large_bytes;
 	uint64_t rng;
@@ -180,12 +166,13 @@ struct ep__sub {
 	/*
 	 * Work done outside the lock.  inflight counts threads copying or
 	 * filling with the lock released (fork() waits for none); pending
-	 * holds allocations whose copy (BUSY) or refill (DYING) is done,
-	 * pushed without the lock; the next lock holder does the bookkeeping
-	 * that is left (drain()), before it looks anything up.
+	 * holds allocations whose refill is done, and spare_staging buffers
+	 * finalized outside the lock; both are pushed without the lock and
+	 * taken back by the next lock holder (drain()).
 	 */
 	unsigned inflight;
 	struct ep__alloc *pending;
+	struct ep__spare *spare_staging;
 	void *stash[STASH_CLASSES][STASH_DEPTH];
 	unsigned nstash[STASH_CLASSES];
 	struct ep__alloc *spare_recs;
@@ -197,12 +184,9 @@ struct ep__sub {
 
 #define MAX_SUBS 4
 
-#define PICKS 16 /* a power of two: thread number & (PICKS - 1) indexes pick[] */
-
 struct ep_pool {
 	struct ep__sub *sub[MAX_SUBS];
 	unsigned nsub;
-	struct ep__sub *pick[PICKS]; /* sub[i % nsub]: home() needs no division */
 	size_t limit;
 	size_t charged; /* atomic: bytes reserved in all sub-pools (for limit) */
 	size_t empty_packs; /* atomic: empty packs kept mapped, in all sub-pools */
@@ -221,7 +205,7 @@ static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&g_pools_lock);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
-		ep__lock(&p->lock);
+		pthread_mutex_lock(&p->lock);
 		/* a copy or refill started before the lock was taken finishes
 		 * without it; none may be half done in the child */
 		while (__atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE))
@@ -233,7 +217,7 @@ static void atfork_release(void)
 {
 	__atomic_add_fetch(&g_fork_gen, 1, __ATOMIC_RELAXED);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext)
-		ep__unlock(&p->lock);
+		pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&g_pools_lock);
 }
 
@@ -346,8 +330,7 @@ static void region_drop(struct ep__sub *pool, struct ep__region *r)
 static void code_changed(void *addr, size_t len)
 {
 	ep__sync_icache(addr, len);
-	if (ep__under_valgrind())
-		VALGRIND_DISCARD_TRANSLATIONS(addr, len);
+	VALGRIND_DISCARD_TRANSLATIONS(addr, len);
 }
 
 /* ---- the allocation hash -------------------------------------------------- */
@@ -390,7 +373,7 @@ static void hash_insert(struct ep__sub *pool, struct ep__alloc *a)
 
 	a->hnext = pool->hash[i];
 	pool->hash[i] = a;
-	pool->nrecs++;
+	pool->nallocs++;
 }
 
 static struct ep__alloc *hash_find(const struct ep__sub *pool, uintptr_t key)
@@ -408,7 +391,7 @@ static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
 	while (*pp != a)
 		pp = &(*pp)->hnext;
 	*pp = a->hnext;
-	pool->nrecs--;
+	pool->nallocs--;
 }
 
 /* ---- region ranges -------------------------------------------------------- */
@@ -679,13 +662,32 @@ static void stage_put(struct ep__sub *pool, unsigned char *buf, int cls)
 		free(buf);
 }
 
+/* Without the lock: hand a staging buffer back for the next lock holder. */
+static void stage_put_async(struct ep__sub *pool, unsigned char *buf, int cls)
+{
+	if (cls < 0) {
+		free(buf);
+		return;
+	}
+	struct ep__spare *sp = (struct ep__spare *)(void *)buf; /* >= 64 bytes, malloc-aligned */
+
+	sp->cls = cls;
+	struct ep__spare *head = __atomic_load_n(&pool->spare_staging, __ATOMIC_RELAXED);
+
+	do {
+		sp->next = head;
+		ANNOTATE_HAPPENS_BEFORE(&pool->spare_staging);
+	} while (!__atomic_compare_exchange_n(&pool->spare_staging, &head, sp, true,
+					      __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
 static void pending_push(struct ep__sub *pool, struct ep__alloc *a)
 {
 	struct ep__alloc *head = __atomic_load_n(&pool->pending, __ATOMIC_RELAXED);
 
 	do {
 		a->pnext = head;
-		VG_HAPPENS_BEFORE(&pool->pending);
+		ANNOTATE_HAPPENS_BEFORE(&pool->pending);
 	} while (!__atomic_compare_exchange_n(&pool->pending, &head, a, true, __ATOMIC_RELEASE,
 					      __ATOMIC_RELAXED));
 }
@@ -698,53 +700,40 @@ static void uncharge(struct ep__sub *pool, size_t bytes)
 		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELAXED);
 }
 
-/* A finalized pack allocation with nothing but its chunks to remember
- * gives its record up (see the top of this file). */
-static void rec_settle(struct ep__sub *pool, struct ep__alloc *a)
-{
-	if (a->view || !a->pack || a->staging || a->diag || a->offset)
-		return;
-	hash_remove(pool, a);
-	rec_put(pool, a);
-}
-
 /* Under the lock: finish what threads did without it. */
 static void drain(struct ep__sub *pool)
 {
+	if (__atomic_load_n(&pool->spare_staging, __ATOMIC_RELAXED)) {
+		struct ep__spare *sp = __atomic_exchange_n(&pool->spare_staging, NULL,
+							   __ATOMIC_ACQUIRE);
+
+		ANNOTATE_HAPPENS_AFTER(&pool->spare_staging);
+
+		while (sp) {
+			struct ep__spare *next = sp->next;
+
+			stage_put(pool, (unsigned char *)sp, sp->cls);
+			sp = next;
+		}
+	}
 	if (!__atomic_load_n(&pool->pending, __ATOMIC_RELAXED))
 		return;
 	struct ep__alloc *a = __atomic_exchange_n(&pool->pending, NULL, __ATOMIC_ACQUIRE);
 
-	VG_HAPPENS_AFTER(&pool->pending);
+	ANNOTATE_HAPPENS_AFTER(&pool->pending);
 
 	while (a) {
 		struct ep__alloc *next = a->pnext;
 
-		if (state_of(a) == ST_BUSY) {
-			/* copied in by ep_finalize(): the staging buffer goes */
-			stage_put(pool, a->staging, a->stash_class);
-			a->staging = NULL;
-			__atomic_store_n(&a->state, ST_LIVE, __ATOMIC_RELAXED);
-			rec_settle(pool, a);
-		} else {
-			/* refilled by ep_free(): give the chunks back */
-			pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
-			ep__diag_free(pool, &a->diag, a->exec,
-				      a->key + a->reserved - (uintptr_t)a->exec, false);
-			hash_remove(pool, a);
-			uncharge(pool, a->reserved);
-			pool->nlive--;
-			rec_put(pool, a);
-		}
+		/* refilled already; only the bookkeeping of ep_free() is left */
+		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
+		ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			      false);
+		hash_remove(pool, a);
+		uncharge(pool, a->reserved);
+		rec_put(pool, a);
 		a = next;
 	}
-}
-
-/* Every call takes the lock this way: lookups see drained state. */
-static void sub_lock(struct ep__sub *pool)
-{
-	ep__lock(&pool->lock);
-	drain(pool);
 }
 
 /* ---- lookups -------------------------------------------------------------- */
@@ -760,67 +749,8 @@ static size_t alloc_region_off(const struct ep__alloc *a)
 	return a->pack ? a->chunk * CHUNK : 0;
 }
 
-/*
- * A pack allocation without a record, described in *v: it begins at chunk
- * pos and runs to the next start bit or free chunk, whichever is first.
- */
-static size_t alloc_end(const struct ep__pack *p, size_t pos)
-{
-	/* one pass over both maps: stop at a start bit or a clear used bit
-	 * (bits past nchunks are clear in used, so the scan stops there) */
-	for (size_t i = pos + 1; i < p->nchunks; i = (i / 64 + 1) * 64) {
-		size_t w = i / 64;
-		uint64_t stop = (p->start[w] | ~p->used[w]) & (~(uint64_t)0 << (i % 64));
-
-		if (stop) {
-			size_t e = w * 64 + (size_t)__builtin_ctzll(stop);
-
-			return e < p->nchunks ? e : p->nchunks;
-		}
-	}
-	return p->nchunks;
-}
-
-static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
-{
-	/* (the fields a pack allocation's paths read; the rest stay unset) */
-	v->hnext = v->pnext = NULL;
-	v->key = (uintptr_t)p->r.exec + pos * CHUNK;
-	v->exec = (void *)v->key;
-	v->pack = p;
-	v->chunk = pos;
-	v->reserved = (alloc_end(p, pos) - pos) * CHUNK;
-	v->offset = 0;
-	v->staging = NULL;
-	v->stash_class = -1;
-	v->state = ST_LIVE;
-	v->view = 1;
-	v->diag = NULL;
-	return v;
-}
-
-/* Give a view a record of its own (to mark it, or attach diagnostics). */
-static struct ep__alloc *rec_keep(struct ep__sub *pool, struct ep__alloc *v)
-{
-	if (!v->view)
-		return v;
-	if (pool->nrecs + 1 > pool->hash_mask + 1 && hash_grow(pool))
-		return NULL;
-	struct ep__alloc *a = rec_get(pool);
-
-	if (!a)
-		return NULL;
-	*a = *v;
-	memset(&a->large, 0, sizeof(a->large)); /* never set in a view */
-	a->view = 0;
-	hash_insert(pool, a);
-	return a;
-}
-
-/* The live allocation whose handed-out bytes contain addr, or NULL; *v may
- * be filled in and returned (a view: no record). */
-static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t addr,
-					  struct ep__alloc *v)
+/* The live allocation whose handed-out bytes contain addr, or NULL. */
+static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t addr)
 {
 	const struct ep__range *r = range_find(pool, addr);
 	struct ep__alloc *a;
@@ -840,7 +770,7 @@ static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t 
 			return NULL;
 		a = hash_find(pool, r->lo + s * CHUNK);
 		if (!a)
-			a = alloc_view(r->pack, s, v);
+			return NULL;
 	}
 	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
 
@@ -849,32 +779,16 @@ static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t 
 	return addr >= lo && addr < hi ? a : NULL;
 }
 
-/* The live allocation ep_alloc() returned as exec, or NULL; may be *v. */
-static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exec,
-				     struct ep__alloc *v)
+static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exec)
 {
 	/* Usually exec is the key itself (or, with EP_F_RANDOMIZE, inside the
-	 * first chunk): one hash probe, then for a chunk-aligned address with
-	 * no record, its start bit.  A hash hit is only trusted for a record
-	 * with exactly this address. */
-	uintptr_t x = (uintptr_t)exec, key = x & ~(uintptr_t)(CHUNK - 1);
-	struct ep__alloc *a = hash_find(pool, key);
+	 * first chunk): one hash probe instead of the range search.  A hash
+	 * hit is only trusted for a live record with exactly this address. */
+	struct ep__alloc *a = hash_find(pool, (uintptr_t)exec & ~(uintptr_t)(CHUNK - 1));
 
 	if (a && a->exec == exec)
 		return state_of(a) == ST_DYING ? NULL : a;
-	if (!a && x == key) {
-		const struct ep__range *r = range_find(pool, x);
-
-		if (!r)
-			return NULL;
-		if (r->large) /* always a record, keyed by the mapping's start */
-			return r->large->exec == exec && state_of(r->large) != ST_DYING ? r->large
-											 : NULL;
-		size_t c = (x - r->lo) / CHUNK;
-
-		return ep__bitmap_test(r->pack->start, c) ? alloc_view(r->pack, c, v) : NULL;
-	}
-	a = alloc_containing(pool, x, v);
+	a = alloc_containing(pool, (uintptr_t)exec);
 	return a && a->exec == exec ? a : NULL;
 }
 
@@ -981,8 +895,16 @@ static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
 /* Lock, random seed, and a place in the list the fork handlers walk. */
 static void sub_start(struct ep__sub *pool)
 {
+	pthread_mutexattr_t ma;
+
 	seed_random(pool);
-	ep__lock_init(&pool->lock);
+	pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
+	/* critical sections are short: spin a little before sleeping */
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+	pthread_mutex_init(&pool->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 
 	pthread_once(&g_atfork_once, atfork_install);
 	pthread_mutex_lock(&g_pools_lock);
@@ -1124,7 +1046,7 @@ static void sub_destroy(struct ep__sub *pool)
 	ep__diag_pool_destroy(pool); /* diag.c: the pool's memcheck mempool */
 	if (!pool->shares_backend)
 		pool->ops->close(pool->be);
-	ep__lock_destroy(&pool->lock);
+	pthread_mutex_destroy(&pool->lock);
 	free(pool->ranges);
 	free(pool->hash);
 	free(pool);
@@ -1151,7 +1073,8 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	struct ep__alloc *a = NULL;
 	int rc;
 
-	sub_lock(pool);
+	pthread_mutex_lock(&pool->lock);
+	drain(pool);
 	size_t limit = pool->limit;
 
 	if (limit) {
@@ -1160,11 +1083,11 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 
 		if (reserved > limit || was > limit - reserved) {
 			__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELAXED);
-			ep__unlock(&pool->lock);
+			pthread_mutex_unlock(&pool->lock);
 			return -EPERM;
 		}
 	}
-	if (pool->nrecs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
+	if (pool->nallocs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
 		goto fail;
 	rc = -ENOMEM;
 	a = rec_get(pool);
@@ -1210,7 +1133,6 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
 	hash_insert(pool, a);
-	pool->nlive++;
 
 	unsigned char *staging = a->staging;
 
@@ -1218,7 +1140,7 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	out->rw = staging + a->offset;
 	out->size = reserved - a->offset;
 	ep__diag_alloc(pool, a->exec, out->size); /* diag.c: memcheck mempool chunk */
-	ep__unlock(&pool->lock);
+	pthread_mutex_unlock(&pool->lock);
 	/* staging is private until this call returns: fill it unlocked */
 	pool->fill(staging, reserved, pool->fill_ctx);
 	return 0;
@@ -1229,7 +1151,7 @@ fail:
 		stage_put(pool, a->staging, a->stash_class);
 		rec_put(pool, a);
 	}
-	ep__unlock(&pool->lock);
+	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
 
@@ -1239,10 +1161,9 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 		return -EINVAL;
 
 	int rc = 0;
-	struct ep__alloc view;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_containing(pool, (uintptr_t)dst, &view);
+	pthread_mutex_lock(&pool->lock);
+	struct ep__alloc *a = alloc_containing(pool, (uintptr_t)dst);
 	uintptr_t d = (uintptr_t)dst;
 
 	if (!a || len > a->key + a->reserved - d) {
@@ -1262,21 +1183,17 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 		if (!rc)
 			code_changed(dst, len);
 	}
-	ep__unlock(&pool->lock);
+	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
 
-/*
- * Copy or refill this allocation with the lock released?  Only while other
- * threads want this lock: alone, the atomics and the hand-off through the
- * pending list cost more than they save.
- */
-static bool work_unlocked(struct ep__sub *pool, const struct ep__alloc *a)
+/* Copy or refill this allocation with the lock released? */
+static bool work_unlocked(const struct ep__sub *pool, const struct ep__alloc *a)
 {
 	if (!pool->ops->threadsafe)
 		return false; /* the backend keeps state its calls share (kmod) */
 	/* diag.c registrations (names, unwind info) want the lock */
-	return a->reserved > INLINE_COPY && !a->diag && ep__lock_contended(&pool->lock);
+	return a->reserved > INLINE_COPY && !a->diag;
 }
 
 static int sub_finalize(struct ep__sub *pool, void *exec)
@@ -1285,10 +1202,11 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 		return -EINVAL;
 
 	int rc;
-	struct ep__alloc view;
+	unsigned char *spent = NULL;
+	int spent_class = -1;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+	pthread_mutex_lock(&pool->lock);
+	struct ep__alloc *a = alloc_exact(pool, exec);
 
 	if (!a) {
 		rc = -EINVAL;
@@ -1310,23 +1228,24 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 	if (work_unlocked(pool, a)) {
 		/* The chunks are ours: copy without the lock.  BUSY turns away
 		 * other calls on this allocation meanwhile; inflight holds fork()
-		 * back until the copy is whole.  A copy that worked goes on the
-		 * pending list, still BUSY: the next lock holder (before any
-		 * lookup) drops the staging buffer and makes it LIVE. */
+		 * back until the copy is whole. */
 		__atomic_store_n(&a->state, ST_BUSY, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
-		ep__unlock(&pool->lock);
+		pthread_mutex_unlock(&pool->lock);
 		rc = pool->ops->write(pool->be, r, alloc_region_off(a), a->staging, a->reserved);
 		if (!rc) {
 			code_changed((void *)a->key, a->reserved);
 			/* no names or unwind info (work_unlocked): memcheck only */
 			ep__diag_finalize(pool, &a->diag, a->exec,
 					  a->key + a->reserved - (uintptr_t)a->exec, pool->flags);
-			pending_push(pool, a);
-		} else {
-			state_publish(a, ST_LIVE); /* staging kept: nothing is lost */
+			spent = a->staging;
+			spent_class = a->stash_class;
+			a->staging = NULL;
 		}
+		state_publish(a, ST_LIVE);
 		__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
+		if (spent)
+			stage_put_async(pool, spent, spent_class);
 		return rc;
 	}
 	/* one bulk copy, then one coherence step for the whole range */
@@ -1339,9 +1258,8 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 	/* diag.c: libunwind registration, perf map */
 	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 			  pool->flags);
-	rec_settle(pool, a);
 out:
-	ep__unlock(&pool->lock);
+	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
 
@@ -1351,10 +1269,9 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		return -EINVAL;
 
 	int rc = 0;
-	struct ep__alloc view;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+	pthread_mutex_lock(&pool->lock);
+	struct ep__alloc *a = alloc_exact(pool, exec);
 
 	if (!a) {
 		rc = -EINVAL;
@@ -1368,25 +1285,20 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		if (!a->staging) {
 			/* finalized: refill so a stale jump here traps */
 			struct ep__region *r = &a->pack->r;
-			struct ep__alloc *k;
 
 			rc = own_region(pool, r);
 			if (rc)
 				goto out;
-			/* (to be marked DYING, a view needs a record; without
-			 * memory for one, the refill is done under the lock) */
-			if (work_unlocked(pool, a) && (k = rec_keep(pool, a))) {
+			if (work_unlocked(pool, a)) {
 				/* DYING: invisible to lookups, chunks still taken
 				 * until drain() gives them back after the refill */
-				a = k;
 				__atomic_store_n(&a->state, ST_DYING, __ATOMIC_RELAXED);
 				__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
-				ep__unlock(&pool->lock);
+				pthread_mutex_unlock(&pool->lock);
 				rc = pool->ops->fill(pool->be, r, a->chunk * CHUNK, a->reserved,
 						     pool->fill, pool->fill_ctx);
 				if (rc) {
-					/* still live and intact; the caller may retry
-					 * (a record made for this stays until then) */
+					/* still live and intact; the caller may retry */
 					state_publish(a, ST_LIVE);
 				} else {
 					code_changed((void *)a->key, a->reserved);
@@ -1414,29 +1326,27 @@ static int sub_free(struct ep__sub *pool, void *exec)
 	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
 	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 		      a->pack == NULL);
+	hash_remove(pool, a);
 	uncharge(pool, a->reserved);
-	pool->nlive--;
-	if (!a->view) {
-		hash_remove(pool, a);
-		stage_put(pool, a->staging, a->stash_class);
-		rec_put(pool, a);
-	}
+	stage_put(pool, a->staging, a->stash_class);
+	rec_put(pool, a);
 out:
-	ep__unlock(&pool->lock);
+	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
 
 /* Adds this sub-pool's figures to out. */
 static void sub_stats(struct ep__sub *pool, struct ep_stats *out)
 {
-	sub_lock(pool); /* frees refilled without the lock count as done */
+	pthread_mutex_lock(&pool->lock);
+	drain(pool); /* frees refilled without the lock count as done */
 	out->packs += pool->npacks;
 	out->pack_bytes += pool->npacks * pool->pack_size;
 	out->used_bytes += pool->used_bytes;
-	out->live_allocs += pool->nlive;
+	out->live_allocs += pool->nallocs;
 	out->large_allocs += pool->large_allocs;
 	out->large_bytes += pool->large_bytes;
-	ep__unlock(&pool->lock);
+	pthread_mutex_unlock(&pool->lock);
 }
 
 EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg_in,
@@ -1467,41 +1377,24 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 
 /* ---- diagnostics (diag.c) -------------------------------------------------- */
 
-/* Resolve exec to a live allocation with a record (diag.c keeps a pointer
- * in it) and call diag.c with the pool locked. */
-static struct ep__alloc *alloc_for_diag(struct ep__sub *pool, void *exec, struct ep__alloc *v,
-					int *rc)
-{
-	struct ep__alloc *a = alloc_exact(pool, exec, v);
-
-	*rc = -EINVAL;
-	if (a && state_of(a) == ST_BUSY)
-		*rc = -EBUSY;
-	else if (a && !(a = rec_keep(pool, a)))
-		*rc = -ENOMEM;
-	else if (a)
-		*rc = 0;
-	return *rc ? NULL : a;
-}
-
+/* Resolve exec to a live allocation and call diag.c with the pool locked. */
 static int sub_set_name(struct ep__sub *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)
 		return -EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	struct ep__alloc *a = alloc_exact(pool, exec);
 
-	struct ep__alloc view;
-	int rc;
-
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
-
-	if (a) {
-		rc = ep__diag_set_name(pool, &a->diag, exec,
-				       a->key + a->reserved - (uintptr_t)exec, !a->staging,
-				       pool->flags, name);
-		rec_settle(pool, a); /* (nothing attached after all) */
+	if (a && state_of(a) == ST_BUSY) {
+		pthread_mutex_unlock(&pool->lock);
+		return -EBUSY;
 	}
-	ep__unlock(&pool->lock);
+	int rc = a ? ep__diag_set_name(pool, &a->diag, exec,
+				       a->key + a->reserved - (uintptr_t)exec, !a->staging,
+				       pool->flags, name)
+		   : -EINVAL;
+
+	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
 
@@ -1510,19 +1403,18 @@ static int sub_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t pro
 {
 	if (!pool || !exec)
 		return -EINVAL;
+	pthread_mutex_lock(&pool->lock);
+	struct ep__alloc *a = alloc_exact(pool, exec);
 
-	struct ep__alloc view;
-	int rc;
-
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
-
-	if (a) {
-		rc = ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
-					 !a->staging, kind, prologue, frame);
-		rec_settle(pool, a);
+	if (a && state_of(a) == ST_BUSY) {
+		pthread_mutex_unlock(&pool->lock);
+		return -EBUSY;
 	}
-	ep__unlock(&pool->lock);
+	int rc = a ? ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
+					 !a->staging, kind, prologue, frame)
+		   : -EINVAL;
+
+	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
 
@@ -1549,24 +1441,21 @@ static __thread unsigned tl_thread __attribute__((tls_model("initial-exec")));
  * first call and spread round-robin. */
 static struct ep__sub *home(struct ep_pool *pool)
 {
+	if (pool->nsub == 1)
+		return pool->sub[0];
 	unsigned t = tl_thread;
 
-	if (__builtin_expect(!t, 0)) {
+	if (!t) {
 		t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
 		if (!t) /* wrapped: 0 means "not numbered yet" */
 			t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
 		tl_thread = t;
 	}
-	/* (a division here was a tenth of a small alloc/finalize/free cycle) */
-	return pool->pick[t & (PICKS - 1)];
+	return pool->sub[t % pool->nsub];
 }
-
-int ep__valgrind;
 
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 {
-	/* (every pool call comes after this one: the hooks may test a word) */
-	__atomic_store_n(&ep__valgrind, RUNNING_ON_VALGRIND ? 1 : 0, __ATOMIC_RELAXED);
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
@@ -1593,8 +1482,6 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 			break; /* fewer sub-pools is only slower */
 		pool->sub[pool->nsub++] = s;
 	}
-	for (unsigned i = 0; i < PICKS; i++)
-		pool->pick[i] = pool->sub[i % pool->nsub];
 	*out = pool;
 	return 0;
 }
@@ -1700,8 +1587,9 @@ void ep__pool_hide_from_leak_check(void)
 	pthread_mutex_lock(&g_pools_lock);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		/* frees refilled without the lock: their memcheck chunks go now */
-		sub_lock(p);
-		ep__unlock(&p->lock);
+		pthread_mutex_lock(&p->lock);
+		drain(p);
+		pthread_mutex_unlock(&p->lock);
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
 		for (struct ep__pack *k = p->head; k; k = k->next)
