@@ -5,10 +5,17 @@
  * order, as the kernel's bpf_prog_pack does) and a separate mapping for each
  * request larger than a pack.  No metadata lives in executable memory: each
  * pack has two out-of-band bitmaps, "used" (chunk is allocated) and "start"
- * (an allocation begins here), and each allocation has a record in a hash
- * table keyed by the address of its first chunk.  An address is resolved by
- * a binary search over the address ranges of all regions (never by masking:
- * packs are not aligned to their size), then the start bitmap.
+ * (an allocation begins here).  An address is resolved by a binary search
+ * over the address ranges of all regions (never by masking: packs are not
+ * aligned to their size), then the start bitmap.
+ *
+ * Records: an allocation being staged, named, given unwind info or placed
+ * at a random offset, a large one, or one a thread is working on without
+ * the lock has a record in a hash table keyed by the address of its first
+ * chunk.  A finalized plain pack allocation has none: its two bitmaps say
+ * all there is (it begins at a start bit and runs to the next start bit or
+ * free chunk).  With 10,000 live programs the records were megabytes that
+ * every ep_free() missed in cache; now the table holds a few hot entries.
  *
  * fork(): the mappings are MAP_SHARED, so after fork() parent and child would
  * share code pages.  Both processes bump a generation in pthread_atfork
@@ -86,6 +93,7 @@ struct ep__alloc {
 	unsigned char *staging;  /* reserved bytes; NULL once finalized */
 	int stash_class;         /* staging's size class, or -1 */
 	int state;               /* ST_*, atomic: changed outside the lock */
+	int view;                /* 1: no record, a copy on the caller's stack */
 	struct ep__alloc *pnext; /* pool->pending */
 	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
 };
@@ -105,12 +113,6 @@ static inline void state_publish(struct ep__alloc *a, int st)
 	ANNOTATE_HAPPENS_BEFORE(&a->state);
 	__atomic_store_n(&a->state, st, __ATOMIC_RELEASE);
 }
-
-/* A spare staging buffer, on pool->spare_staging (lock-free push). */
-struct ep__spare {
-	struct ep__spare *next;
-	int cls;
-};
 
 struct ep__pack {
 	struct ep__region r;
@@ -157,7 +159,8 @@ struct ep__sub {
 
 	struct ep__alloc **hash;
 	size_t hash_mask; /* buckets - 1 */
-	size_t nallocs;
+	size_t nrecs;     /* records in the hash */
+	size_t nlive;     /* live allocations, with or without a record */
 
 	size_t used_bytes, large_allocs, large_bytes;
 	uint64_t rng;
@@ -166,13 +169,12 @@ struct ep__sub {
 	/*
 	 * Work done outside the lock.  inflight counts threads copying or
 	 * filling with the lock released (fork() waits for none); pending
-	 * holds allocations whose refill is done, and spare_staging buffers
-	 * finalized outside the lock; both are pushed without the lock and
-	 * taken back by the next lock holder (drain()).
+	 * holds allocations whose copy (BUSY) or refill (DYING) is done,
+	 * pushed without the lock; the next lock holder does the bookkeeping
+	 * that is left (drain()), before it looks anything up.
 	 */
 	unsigned inflight;
 	struct ep__alloc *pending;
-	struct ep__spare *spare_staging;
 	void *stash[STASH_CLASSES][STASH_DEPTH];
 	unsigned nstash[STASH_CLASSES];
 	struct ep__alloc *spare_recs;
@@ -184,9 +186,12 @@ struct ep__sub {
 
 #define MAX_SUBS 4
 
+#define PICKS 16 /* a power of two: thread number & (PICKS - 1) indexes pick[] */
+
 struct ep_pool {
 	struct ep__sub *sub[MAX_SUBS];
 	unsigned nsub;
+	struct ep__sub *pick[PICKS]; /* sub[i % nsub]: home() needs no division */
 	size_t limit;
 	size_t charged; /* atomic: bytes reserved in all sub-pools (for limit) */
 	size_t empty_packs; /* atomic: empty packs kept mapped, in all sub-pools */
@@ -373,7 +378,7 @@ static void hash_insert(struct ep__sub *pool, struct ep__alloc *a)
 
 	a->hnext = pool->hash[i];
 	pool->hash[i] = a;
-	pool->nallocs++;
+	pool->nrecs++;
 }
 
 static struct ep__alloc *hash_find(const struct ep__sub *pool, uintptr_t key)
@@ -391,7 +396,7 @@ static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
 	while (*pp != a)
 		pp = &(*pp)->hnext;
 	*pp = a->hnext;
-	pool->nallocs--;
+	pool->nrecs--;
 }
 
 /* ---- region ranges -------------------------------------------------------- */
@@ -662,25 +667,6 @@ static void stage_put(struct ep__sub *pool, unsigned char *buf, int cls)
 		free(buf);
 }
 
-/* Without the lock: hand a staging buffer back for the next lock holder. */
-static void stage_put_async(struct ep__sub *pool, unsigned char *buf, int cls)
-{
-	if (cls < 0) {
-		free(buf);
-		return;
-	}
-	struct ep__spare *sp = (struct ep__spare *)(void *)buf; /* >= 64 bytes, malloc-aligned */
-
-	sp->cls = cls;
-	struct ep__spare *head = __atomic_load_n(&pool->spare_staging, __ATOMIC_RELAXED);
-
-	do {
-		sp->next = head;
-		ANNOTATE_HAPPENS_BEFORE(&pool->spare_staging);
-	} while (!__atomic_compare_exchange_n(&pool->spare_staging, &head, sp, true,
-					      __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-}
-
 static void pending_push(struct ep__sub *pool, struct ep__alloc *a)
 {
 	struct ep__alloc *head = __atomic_load_n(&pool->pending, __ATOMIC_RELAXED);
@@ -700,22 +686,19 @@ static void uncharge(struct ep__sub *pool, size_t bytes)
 		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELAXED);
 }
 
+/* A finalized pack allocation with nothing but its chunks to remember
+ * gives its record up (see the top of this file). */
+static void rec_settle(struct ep__sub *pool, struct ep__alloc *a)
+{
+	if (a->view || !a->pack || a->staging || a->diag || a->offset)
+		return;
+	hash_remove(pool, a);
+	rec_put(pool, a);
+}
+
 /* Under the lock: finish what threads did without it. */
 static void drain(struct ep__sub *pool)
 {
-	if (__atomic_load_n(&pool->spare_staging, __ATOMIC_RELAXED)) {
-		struct ep__spare *sp = __atomic_exchange_n(&pool->spare_staging, NULL,
-							   __ATOMIC_ACQUIRE);
-
-		ANNOTATE_HAPPENS_AFTER(&pool->spare_staging);
-
-		while (sp) {
-			struct ep__spare *next = sp->next;
-
-			stage_put(pool, (unsigned char *)sp, sp->cls);
-			sp = next;
-		}
-	}
 	if (!__atomic_load_n(&pool->pending, __ATOMIC_RELAXED))
 		return;
 	struct ep__alloc *a = __atomic_exchange_n(&pool->pending, NULL, __ATOMIC_ACQUIRE);
@@ -725,15 +708,31 @@ static void drain(struct ep__sub *pool)
 	while (a) {
 		struct ep__alloc *next = a->pnext;
 
-		/* refilled already; only the bookkeeping of ep_free() is left */
-		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
-		ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-			      false);
-		hash_remove(pool, a);
-		uncharge(pool, a->reserved);
-		rec_put(pool, a);
+		if (state_of(a) == ST_BUSY) {
+			/* copied in by ep_finalize(): the staging buffer goes */
+			stage_put(pool, a->staging, a->stash_class);
+			a->staging = NULL;
+			__atomic_store_n(&a->state, ST_LIVE, __ATOMIC_RELAXED);
+			rec_settle(pool, a);
+		} else {
+			/* refilled by ep_free(): give the chunks back */
+			pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
+			ep__diag_free(pool, &a->diag, a->exec,
+				      a->key + a->reserved - (uintptr_t)a->exec, false);
+			hash_remove(pool, a);
+			uncharge(pool, a->reserved);
+			pool->nlive--;
+			rec_put(pool, a);
+		}
 		a = next;
 	}
+}
+
+/* Every call takes the lock this way: lookups see drained state. */
+static void sub_lock(struct ep__sub *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	drain(pool);
 }
 
 /* ---- lookups -------------------------------------------------------------- */
@@ -749,8 +748,64 @@ static size_t alloc_region_off(const struct ep__alloc *a)
 	return a->pack ? a->chunk * CHUNK : 0;
 }
 
-/* The live allocation whose handed-out bytes contain addr, or NULL. */
-static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t addr)
+/*
+ * A pack allocation without a record, described in *v: it begins at chunk
+ * pos and runs to the next start bit or free chunk, whichever is first.
+ */
+static size_t alloc_end(const struct ep__pack *p, size_t pos)
+{
+	/* one pass over both maps: stop at a start bit or a clear used bit
+	 * (bits past nchunks are clear in used, so the scan stops there) */
+	for (size_t i = pos + 1; i < p->nchunks; i = (i / 64 + 1) * 64) {
+		size_t w = i / 64;
+		uint64_t stop = (p->start[w] | ~p->used[w]) & (~(uint64_t)0 << (i % 64));
+
+		if (stop) {
+			size_t e = w * 64 + (size_t)__builtin_ctzll(stop);
+
+			return e < p->nchunks ? e : p->nchunks;
+		}
+	}
+	return p->nchunks;
+}
+
+static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
+{
+	size_t end = alloc_end(p, pos);
+	static const struct ep__alloc zero;
+
+	*v = zero;
+	v->key = (uintptr_t)p->r.exec + pos * CHUNK;
+	v->exec = (void *)v->key;
+	v->pack = p;
+	v->chunk = pos;
+	v->reserved = (end - pos) * CHUNK;
+	v->stash_class = -1;
+	v->view = 1;
+	return v;
+}
+
+/* Give a view a record of its own (to mark it, or attach diagnostics). */
+static struct ep__alloc *rec_keep(struct ep__sub *pool, struct ep__alloc *v)
+{
+	if (!v->view)
+		return v;
+	if (pool->nrecs + 1 > pool->hash_mask + 1 && hash_grow(pool))
+		return NULL;
+	struct ep__alloc *a = rec_get(pool);
+
+	if (!a)
+		return NULL;
+	*a = *v;
+	a->view = 0;
+	hash_insert(pool, a);
+	return a;
+}
+
+/* The live allocation whose handed-out bytes contain addr, or NULL; *v may
+ * be filled in and returned (a view: no record). */
+static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t addr,
+					  struct ep__alloc *v)
 {
 	const struct ep__range *r = range_find(pool, addr);
 	struct ep__alloc *a;
@@ -770,7 +825,7 @@ static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t 
 			return NULL;
 		a = hash_find(pool, r->lo + s * CHUNK);
 		if (!a)
-			return NULL;
+			a = alloc_view(r->pack, s, v);
 	}
 	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
 
@@ -779,16 +834,32 @@ static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t 
 	return addr >= lo && addr < hi ? a : NULL;
 }
 
-static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exec)
+/* The live allocation ep_alloc() returned as exec, or NULL; may be *v. */
+static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exec,
+				     struct ep__alloc *v)
 {
 	/* Usually exec is the key itself (or, with EP_F_RANDOMIZE, inside the
-	 * first chunk): one hash probe instead of the range search.  A hash
-	 * hit is only trusted for a live record with exactly this address. */
-	struct ep__alloc *a = hash_find(pool, (uintptr_t)exec & ~(uintptr_t)(CHUNK - 1));
+	 * first chunk): one hash probe, then for a chunk-aligned address with
+	 * no record, its start bit.  A hash hit is only trusted for a record
+	 * with exactly this address. */
+	uintptr_t x = (uintptr_t)exec, key = x & ~(uintptr_t)(CHUNK - 1);
+	struct ep__alloc *a = hash_find(pool, key);
 
 	if (a && a->exec == exec)
 		return state_of(a) == ST_DYING ? NULL : a;
-	a = alloc_containing(pool, (uintptr_t)exec);
+	if (!a && x == key) {
+		const struct ep__range *r = range_find(pool, x);
+
+		if (!r)
+			return NULL;
+		if (r->large) /* always a record, keyed by the mapping's start */
+			return r->large->exec == exec && state_of(r->large) != ST_DYING ? r->large
+											 : NULL;
+		size_t c = (x - r->lo) / CHUNK;
+
+		return ep__bitmap_test(r->pack->start, c) ? alloc_view(r->pack, c, v) : NULL;
+	}
+	a = alloc_containing(pool, x, v);
 	return a && a->exec == exec ? a : NULL;
 }
 
@@ -1073,8 +1144,7 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	struct ep__alloc *a = NULL;
 	int rc;
 
-	pthread_mutex_lock(&pool->lock);
-	drain(pool);
+	sub_lock(pool);
 	size_t limit = pool->limit;
 
 	if (limit) {
@@ -1087,7 +1157,7 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 			return -EPERM;
 		}
 	}
-	if (pool->nallocs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
+	if (pool->nrecs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
 		goto fail;
 	rc = -ENOMEM;
 	a = rec_get(pool);
@@ -1133,6 +1203,7 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
 	hash_insert(pool, a);
+	pool->nlive++;
 
 	unsigned char *staging = a->staging;
 
@@ -1161,9 +1232,10 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 		return -EINVAL;
 
 	int rc = 0;
+	struct ep__alloc view;
 
-	pthread_mutex_lock(&pool->lock);
-	struct ep__alloc *a = alloc_containing(pool, (uintptr_t)dst);
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_containing(pool, (uintptr_t)dst, &view);
 	uintptr_t d = (uintptr_t)dst;
 
 	if (!a || len > a->key + a->reserved - d) {
@@ -1202,11 +1274,10 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 		return -EINVAL;
 
 	int rc;
-	unsigned char *spent = NULL;
-	int spent_class = -1;
+	struct ep__alloc view;
 
-	pthread_mutex_lock(&pool->lock);
-	struct ep__alloc *a = alloc_exact(pool, exec);
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_exact(pool, exec, &view);
 
 	if (!a) {
 		rc = -EINVAL;
@@ -1228,7 +1299,9 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 	if (work_unlocked(pool, a)) {
 		/* The chunks are ours: copy without the lock.  BUSY turns away
 		 * other calls on this allocation meanwhile; inflight holds fork()
-		 * back until the copy is whole. */
+		 * back until the copy is whole.  A copy that worked goes on the
+		 * pending list, still BUSY: the next lock holder (before any
+		 * lookup) drops the staging buffer and makes it LIVE. */
 		__atomic_store_n(&a->state, ST_BUSY, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&pool->lock);
@@ -1238,14 +1311,11 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 			/* no names or unwind info (work_unlocked): memcheck only */
 			ep__diag_finalize(pool, &a->diag, a->exec,
 					  a->key + a->reserved - (uintptr_t)a->exec, pool->flags);
-			spent = a->staging;
-			spent_class = a->stash_class;
-			a->staging = NULL;
+			pending_push(pool, a);
+		} else {
+			state_publish(a, ST_LIVE); /* staging kept: nothing is lost */
 		}
-		state_publish(a, ST_LIVE);
 		__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
-		if (spent)
-			stage_put_async(pool, spent, spent_class);
 		return rc;
 	}
 	/* one bulk copy, then one coherence step for the whole range */
@@ -1258,6 +1328,7 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 	/* diag.c: libunwind registration, perf map */
 	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 			  pool->flags);
+	rec_settle(pool, a);
 out:
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
@@ -1269,9 +1340,10 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		return -EINVAL;
 
 	int rc = 0;
+	struct ep__alloc view;
 
-	pthread_mutex_lock(&pool->lock);
-	struct ep__alloc *a = alloc_exact(pool, exec);
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_exact(pool, exec, &view);
 
 	if (!a) {
 		rc = -EINVAL;
@@ -1285,20 +1357,25 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		if (!a->staging) {
 			/* finalized: refill so a stale jump here traps */
 			struct ep__region *r = &a->pack->r;
+			struct ep__alloc *k;
 
 			rc = own_region(pool, r);
 			if (rc)
 				goto out;
-			if (work_unlocked(pool, a)) {
+			/* (to be marked DYING, a view needs a record; without
+			 * memory for one, the refill is done under the lock) */
+			if (work_unlocked(pool, a) && (k = rec_keep(pool, a))) {
 				/* DYING: invisible to lookups, chunks still taken
 				 * until drain() gives them back after the refill */
+				a = k;
 				__atomic_store_n(&a->state, ST_DYING, __ATOMIC_RELAXED);
 				__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
 				pthread_mutex_unlock(&pool->lock);
 				rc = pool->ops->fill(pool->be, r, a->chunk * CHUNK, a->reserved,
 						     pool->fill, pool->fill_ctx);
 				if (rc) {
-					/* still live and intact; the caller may retry */
+					/* still live and intact; the caller may retry
+					 * (a record made for this stays until then) */
 					state_publish(a, ST_LIVE);
 				} else {
 					code_changed((void *)a->key, a->reserved);
@@ -1326,10 +1403,13 @@ static int sub_free(struct ep__sub *pool, void *exec)
 	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
 	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 		      a->pack == NULL);
-	hash_remove(pool, a);
 	uncharge(pool, a->reserved);
-	stage_put(pool, a->staging, a->stash_class);
-	rec_put(pool, a);
+	pool->nlive--;
+	if (!a->view) {
+		hash_remove(pool, a);
+		stage_put(pool, a->staging, a->stash_class);
+		rec_put(pool, a);
+	}
 out:
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
@@ -1338,12 +1418,11 @@ out:
 /* Adds this sub-pool's figures to out. */
 static void sub_stats(struct ep__sub *pool, struct ep_stats *out)
 {
-	pthread_mutex_lock(&pool->lock);
-	drain(pool); /* frees refilled without the lock count as done */
+	sub_lock(pool); /* frees refilled without the lock count as done */
 	out->packs += pool->npacks;
 	out->pack_bytes += pool->npacks * pool->pack_size;
 	out->used_bytes += pool->used_bytes;
-	out->live_allocs += pool->nallocs;
+	out->live_allocs += pool->nlive;
 	out->large_allocs += pool->large_allocs;
 	out->large_bytes += pool->large_bytes;
 	pthread_mutex_unlock(&pool->lock);
@@ -1377,23 +1456,40 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 
 /* ---- diagnostics (diag.c) -------------------------------------------------- */
 
-/* Resolve exec to a live allocation and call diag.c with the pool locked. */
+/* Resolve exec to a live allocation with a record (diag.c keeps a pointer
+ * in it) and call diag.c with the pool locked. */
+static struct ep__alloc *alloc_for_diag(struct ep__sub *pool, void *exec, struct ep__alloc *v,
+					int *rc)
+{
+	struct ep__alloc *a = alloc_exact(pool, exec, v);
+
+	*rc = -EINVAL;
+	if (a && state_of(a) == ST_BUSY)
+		*rc = -EBUSY;
+	else if (a && !(a = rec_keep(pool, a)))
+		*rc = -ENOMEM;
+	else if (a)
+		*rc = 0;
+	return *rc ? NULL : a;
+}
+
 static int sub_set_name(struct ep__sub *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)
 		return -EINVAL;
-	pthread_mutex_lock(&pool->lock);
-	struct ep__alloc *a = alloc_exact(pool, exec);
 
-	if (a && state_of(a) == ST_BUSY) {
-		pthread_mutex_unlock(&pool->lock);
-		return -EBUSY;
-	}
-	int rc = a ? ep__diag_set_name(pool, &a->diag, exec,
+	struct ep__alloc view;
+	int rc;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
+
+	if (a) {
+		rc = ep__diag_set_name(pool, &a->diag, exec,
 				       a->key + a->reserved - (uintptr_t)exec, !a->staging,
-				       pool->flags, name)
-		   : -EINVAL;
-
+				       pool->flags, name);
+		rec_settle(pool, a); /* (nothing attached after all) */
+	}
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
@@ -1403,17 +1499,18 @@ static int sub_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t pro
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	pthread_mutex_lock(&pool->lock);
-	struct ep__alloc *a = alloc_exact(pool, exec);
 
-	if (a && state_of(a) == ST_BUSY) {
-		pthread_mutex_unlock(&pool->lock);
-		return -EBUSY;
+	struct ep__alloc view;
+	int rc;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
+
+	if (a) {
+		rc = ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
+					 !a->staging, kind, prologue, frame);
+		rec_settle(pool, a);
 	}
-	int rc = a ? ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
-					 !a->staging, kind, prologue, frame)
-		   : -EINVAL;
-
 	pthread_mutex_unlock(&pool->lock);
 	return rc;
 }
@@ -1441,17 +1538,16 @@ static __thread unsigned tl_thread __attribute__((tls_model("initial-exec")));
  * first call and spread round-robin. */
 static struct ep__sub *home(struct ep_pool *pool)
 {
-	if (pool->nsub == 1)
-		return pool->sub[0];
 	unsigned t = tl_thread;
 
-	if (!t) {
+	if (__builtin_expect(!t, 0)) {
 		t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
 		if (!t) /* wrapped: 0 means "not numbered yet" */
 			t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
 		tl_thread = t;
 	}
-	return pool->sub[t % pool->nsub];
+	/* (a division here was a tenth of a small alloc/finalize/free cycle) */
+	return pool->pick[t & (PICKS - 1)];
 }
 
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
@@ -1482,6 +1578,8 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 			break; /* fewer sub-pools is only slower */
 		pool->sub[pool->nsub++] = s;
 	}
+	for (unsigned i = 0; i < PICKS; i++)
+		pool->pick[i] = pool->sub[i % pool->nsub];
 	*out = pool;
 	return 0;
 }
@@ -1587,8 +1685,7 @@ void ep__pool_hide_from_leak_check(void)
 	pthread_mutex_lock(&g_pools_lock);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		/* frees refilled without the lock: their memcheck chunks go now */
-		pthread_mutex_lock(&p->lock);
-		drain(p);
+		sub_lock(p);
 		pthread_mutex_unlock(&p->lock);
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
