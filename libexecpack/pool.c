@@ -60,6 +60,7 @@
 #include "diag.h"
 #include "execpack.h"
 #include "internal.h"
+#include "lock.h"
 
 #define CHUNK EP_CHUNK_SIZE
 #define RANDOMIZE_SLACK 48 /* extra bytes reserved for EP_F_RANDOMIZE */
@@ -140,7 +141,7 @@ struct ep__range {
  * within a sub-pool; a single-threaded program only ever uses one.
  */
 struct ep__sub {
-	pthread_mutex_t lock;
+	struct ep__lock lock;
 	struct ep_pool *root;
 	const struct ep__backend_ops *ops;
 	struct ep__backend *be;
@@ -210,7 +211,7 @@ static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&g_pools_lock);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
-		pthread_mutex_lock(&p->lock);
+		ep__lock(&p->lock);
 		/* a copy or refill started before the lock was taken finishes
 		 * without it; none may be half done in the child */
 		while (__atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE))
@@ -222,7 +223,7 @@ static void atfork_release(void)
 {
 	__atomic_add_fetch(&g_fork_gen, 1, __ATOMIC_RELAXED);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext)
-		pthread_mutex_unlock(&p->lock);
+		ep__unlock(&p->lock);
 	pthread_mutex_unlock(&g_pools_lock);
 }
 
@@ -731,7 +732,7 @@ static void drain(struct ep__sub *pool)
 /* Every call takes the lock this way: lookups see drained state. */
 static void sub_lock(struct ep__sub *pool)
 {
-	pthread_mutex_lock(&pool->lock);
+	ep__lock(&pool->lock);
 	drain(pool);
 }
 
@@ -966,16 +967,8 @@ static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
 /* Lock, random seed, and a place in the list the fork handlers walk. */
 static void sub_start(struct ep__sub *pool)
 {
-	pthread_mutexattr_t ma;
-
 	seed_random(pool);
-	pthread_mutexattr_init(&ma);
-#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
-	/* critical sections are short: spin a little before sleeping */
-	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-	pthread_mutex_init(&pool->lock, &ma);
-	pthread_mutexattr_destroy(&ma);
+	ep__lock_init(&pool->lock);
 
 	pthread_once(&g_atfork_once, atfork_install);
 	pthread_mutex_lock(&g_pools_lock);
@@ -1117,7 +1110,7 @@ static void sub_destroy(struct ep__sub *pool)
 	ep__diag_pool_destroy(pool); /* diag.c: the pool's memcheck mempool */
 	if (!pool->shares_backend)
 		pool->ops->close(pool->be);
-	pthread_mutex_destroy(&pool->lock);
+	ep__lock_destroy(&pool->lock);
 	free(pool->ranges);
 	free(pool->hash);
 	free(pool);
@@ -1153,7 +1146,7 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 
 		if (reserved > limit || was > limit - reserved) {
 			__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELAXED);
-			pthread_mutex_unlock(&pool->lock);
+			ep__unlock(&pool->lock);
 			return -EPERM;
 		}
 	}
@@ -1211,7 +1204,7 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	out->rw = staging + a->offset;
 	out->size = reserved - a->offset;
 	ep__diag_alloc(pool, a->exec, out->size); /* diag.c: memcheck mempool chunk */
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 	/* staging is private until this call returns: fill it unlocked */
 	pool->fill(staging, reserved, pool->fill_ctx);
 	return 0;
@@ -1222,7 +1215,7 @@ fail:
 		stage_put(pool, a->staging, a->stash_class);
 		rec_put(pool, a);
 	}
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 	return rc;
 }
 
@@ -1255,7 +1248,7 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 		if (!rc)
 			code_changed(dst, len);
 	}
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 	return rc;
 }
 
@@ -1304,7 +1297,7 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 		 * lookup) drops the staging buffer and makes it LIVE. */
 		__atomic_store_n(&a->state, ST_BUSY, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&pool->lock);
+		ep__unlock(&pool->lock);
 		rc = pool->ops->write(pool->be, r, alloc_region_off(a), a->staging, a->reserved);
 		if (!rc) {
 			code_changed((void *)a->key, a->reserved);
@@ -1330,7 +1323,7 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 			  pool->flags);
 	rec_settle(pool, a);
 out:
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 	return rc;
 }
 
@@ -1370,7 +1363,7 @@ static int sub_free(struct ep__sub *pool, void *exec)
 				a = k;
 				__atomic_store_n(&a->state, ST_DYING, __ATOMIC_RELAXED);
 				__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
-				pthread_mutex_unlock(&pool->lock);
+				ep__unlock(&pool->lock);
 				rc = pool->ops->fill(pool->be, r, a->chunk * CHUNK, a->reserved,
 						     pool->fill, pool->fill_ctx);
 				if (rc) {
@@ -1411,7 +1404,7 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		rec_put(pool, a);
 	}
 out:
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 	return rc;
 }
 
@@ -1425,7 +1418,7 @@ static void sub_stats(struct ep__sub *pool, struct ep_stats *out)
 	out->live_allocs += pool->nlive;
 	out->large_allocs += pool->large_allocs;
 	out->large_bytes += pool->large_bytes;
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 }
 
 EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg_in,
@@ -1490,7 +1483,7 @@ static int sub_set_name(struct ep__sub *pool, void *exec, const char *name)
 				       pool->flags, name);
 		rec_settle(pool, a); /* (nothing attached after all) */
 	}
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 	return rc;
 }
 
@@ -1511,7 +1504,7 @@ static int sub_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t pro
 					 !a->staging, kind, prologue, frame);
 		rec_settle(pool, a);
 	}
-	pthread_mutex_unlock(&pool->lock);
+	ep__unlock(&pool->lock);
 	return rc;
 }
 
@@ -1686,7 +1679,7 @@ void ep__pool_hide_from_leak_check(void)
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		/* frees refilled without the lock: their memcheck chunks go now */
 		sub_lock(p);
-		pthread_mutex_unlock(&p->lock);
+		ep__unlock(&p->lock);
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
 		for (struct ep__pack *k = p->head; k; k = k->next)
