@@ -34,12 +34,12 @@ static size_t find_next(const uint64_t *map, size_t nbits, size_t start,
 	}
 }
 
-size_t ep__bitmap_next_zero(const uint64_t *map, size_t nbits, size_t start)
+size_t ep__bitmap_next_zero_far(const uint64_t *map, size_t nbits, size_t start)
 {
 	return find_next(map, nbits, start, ~(uint64_t)0);
 }
 
-size_t ep__bitmap_next_set(const uint64_t *map, size_t nbits, size_t start)
+size_t ep__bitmap_next_set_far(const uint64_t *map, size_t nbits, size_t start)
 {
 	return find_next(map, nbits, start, 0);
 }
@@ -78,7 +78,7 @@ size_t ep__bitmap_find_zero_area(const uint64_t *map, size_t nbits,
 	}
 }
 
-void ep__bitmap_set(uint64_t *map, size_t pos, size_t n)
+void ep__bitmap_set_far(uint64_t *map, size_t pos, size_t n)
 {
 	while (n) {
 		size_t bit = pos % 64, take = 64 - bit;
@@ -93,7 +93,7 @@ void ep__bitmap_set(uint64_t *map, size_t pos, size_t n)
 	}
 }
 
-void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n)
+void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n)
 {
 	while (n) {
 		size_t bit = pos % 64, take = 64 - bit;
@@ -204,7 +204,7 @@ void ep__fit_destroy(struct ep__fit *fit)
 	fit->dirty = NULL;
 }
 
-void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
+void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
 {
 	if (n == 0)
 		return;

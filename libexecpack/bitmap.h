@@ -21,15 +21,78 @@
 size_t ep__bitmap_find_zero_area(const uint64_t *map, size_t nbits,
 				 size_t start, size_t n);
 
+/*
+ * The calls below are inline for the common case (a program of up to 4 KiB
+ * is a run of at most 64 chunks, usually inside one word), out of line for
+ * the rest: the calls themselves were a tenth of a small alloc/free cycle.
+ */
+size_t ep__bitmap_next_zero_far(const uint64_t *map, size_t nbits, size_t start);
+size_t ep__bitmap_next_set_far(const uint64_t *map, size_t nbits, size_t start);
+void ep__bitmap_set_far(uint64_t *map, size_t pos, size_t n);
+void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n);
+
 /* Index of the first clear (set) bit at or after start; nbits when none. */
-size_t ep__bitmap_next_zero(const uint64_t *map, size_t nbits, size_t start);
-size_t ep__bitmap_next_set(const uint64_t *map, size_t nbits, size_t start);
+static inline size_t ep__bitmap_next_zero(const uint64_t *map, size_t nbits, size_t start)
+{
+	if (start >= nbits)
+		return nbits;
+	uint64_t w = ~map[start / 64] & (~(uint64_t)0 << (start % 64));
+
+	if (w) {
+		size_t i = (start & ~(size_t)63) + (size_t)__builtin_ctzll(w);
+
+		return i < nbits ? i : nbits;
+	}
+	return ep__bitmap_next_zero_far(map, nbits, (start | 63) + 1);
+}
+
+static inline size_t ep__bitmap_next_set(const uint64_t *map, size_t nbits, size_t start)
+{
+	if (start >= nbits)
+		return nbits;
+	uint64_t w = map[start / 64] & (~(uint64_t)0 << (start % 64));
+
+	if (w) {
+		size_t i = (start & ~(size_t)63) + (size_t)__builtin_ctzll(w);
+
+		return i < nbits ? i : nbits;
+	}
+	return ep__bitmap_next_set_far(map, nbits, (start | 63) + 1);
+}
 
 /* Index of the last set bit at or before pos; SIZE_MAX when none. */
 size_t ep__bitmap_prev_set(const uint64_t *map, size_t pos);
 
-void ep__bitmap_set(uint64_t *map, size_t pos, size_t n);
-void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n);
+/* Bits [pos, pos+n) as a mask of word pos / 64, when they lie inside it. */
+static inline bool ep__bitmap_word_mask(size_t pos, size_t n, uint64_t *m)
+{
+	size_t bit = pos % 64;
+
+	if (n == 0 || n > 64 - bit)
+		return false;
+	*m = (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << bit;
+	return true;
+}
+
+static inline void ep__bitmap_set(uint64_t *map, size_t pos, size_t n)
+{
+	uint64_t m;
+
+	if (ep__bitmap_word_mask(pos, n, &m))
+		map[pos / 64] |= m;
+	else
+		ep__bitmap_set_far(map, pos, n);
+}
+
+static inline void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n)
+{
+	uint64_t m;
+
+	if (ep__bitmap_word_mask(pos, n, &m))
+		map[pos / 64] &= ~m;
+	else
+		ep__bitmap_clear_far(map, pos, n);
+}
 
 static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
 {
@@ -65,7 +128,18 @@ void ep__fit_destroy(struct ep__fit *fit);
  * touched.  A leaf changed many times between two searches is recomputed
  * once.  ep__fit_longest() and ep__fit_find() need a flushed tree.
  */
-void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n);
+void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n);
+static inline void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
+{
+	size_t leaf = pos / 64;
+
+	if (n == 0 || leaf != (pos + n - 1) / 64) {
+		ep__fit_mark_far(fit, pos, n);
+	} else if (!ep__bitmap_test(fit->dirty, leaf)) {
+		fit->dirty[leaf / 64] |= (uint64_t)1 << (leaf % 64);
+		fit->ndirty++;
+	}
+}
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map);
 /* ep__fit_mark() then ep__fit_flush(). */
 void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);

@@ -633,7 +633,7 @@ static void valgrind_readahead_guard(void *exec, size_t size)
 		munmap(got, (size_t)pg);
 }
 
-void ep__diag_alloc(struct ep__sub *pool, void *exec, size_t size)
+void ep__diag_alloc_slow(struct ep__sub *pool, void *exec, size_t size)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
@@ -645,8 +645,8 @@ void ep__diag_alloc(struct ep__sub *pool, void *exec, size_t size)
 	VALGRIND_MEMPOOL_ALLOC(pool, exec, size);
 }
 
-void ep__diag_finalize(struct ep__sub *pool, struct ep__diag **d, void *exec, size_t size,
-		       unsigned pool_flags)
+void ep__diag_finalize_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+			    size_t size, unsigned pool_flags)
 {
 	(void)pool;
 	VALGRIND_MAKE_MEM_DEFINED(exec, size);
@@ -690,8 +690,8 @@ static void record_drop(struct ep__diag **d)
 	*d = NULL;
 }
 
-void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void *exec, size_t size,
-		   bool unmapped)
+void ep__diag_free_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+			size_t size, bool unmapped)
 {
 	record_drop(d);
 	if (!RUNNING_ON_VALGRIND)

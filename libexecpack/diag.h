@@ -13,19 +13,42 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "internal.h"
+
 struct ep__sub; /* pool.c: one sub-pool, its own lock */
 struct ep__diag; /* per named allocation, diag.c only */
 
+void ep__diag_alloc_slow(struct ep__sub *pool, void *exec, size_t size);
+void ep__diag_finalize_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+			    size_t size, unsigned pool_flags);
+void ep__diag_free_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+			size_t size, bool unmapped);
+
+/* The hooks below are on the hot paths: outside Valgrind, for an
+ * allocation without a name or unwind info, they cost one test. */
+
 /* ep_alloc() handed out [exec, exec+size). */
-void ep__diag_alloc(struct ep__sub *pool, void *exec, size_t size);
+static inline void ep__diag_alloc(struct ep__sub *pool, void *exec, size_t size)
+{
+	if (ep__under_valgrind())
+		ep__diag_alloc_slow(pool, exec, size);
+}
 
 /* The allocation at exec was finalized (its code is in place). */
-void ep__diag_finalize(struct ep__sub *pool, struct ep__diag **d, void *exec,
-		       size_t size, unsigned pool_flags);
+static inline void ep__diag_finalize(struct ep__sub *pool, struct ep__diag **d, void *exec,
+				     size_t size, unsigned pool_flags)
+{
+	if (*d || ep__under_valgrind())
+		ep__diag_finalize_slow(pool, d, exec, size, pool_flags);
+}
 
 /* ep_free(): the allocation is gone; unmapped: its memory was unmapped. */
-void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void *exec,
-		   size_t size, bool unmapped);
+static inline void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void *exec,
+				 size_t size, bool unmapped)
+{
+	if (*d || ep__under_valgrind())
+		ep__diag_free_slow(pool, d, exec, size, unmapped);
+}
 
 /* ep_pool_destroy(): forget one allocation that was still live ... */
 void ep__diag_forget(struct ep__diag **d);

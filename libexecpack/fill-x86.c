@@ -36,15 +36,12 @@ void ep__fill_default(void *dst, size_t len, void *ctx)
 #endif
 }
 
+#if !defined(__x86_64__) && !defined(__i386__)
 void ep__sync_icache(void *addr, size_t len)
 {
-#if defined(__x86_64__) || defined(__i386__)
-	(void)addr;
-	(void)len;
-#else
 	__builtin___clear_cache((char *)addr, (char *)addr + len);
-#endif
 }
+#endif
 
 void ep__copy_code(void *dst, const void *src, size_t len)
 {

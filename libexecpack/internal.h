@@ -18,7 +18,29 @@ void ep__fill_default(void *dst, size_t len, void *ctx);
 
 /* Make [addr, addr+len) coherent for instruction fetch after a store
  * through another mapping (a no-op on x86, whose caches are coherent). */
+/* Make code written through another mapping visible to instruction
+ * fetch: nothing to do on x86, whose caches snoop stores. */
+#if defined(__x86_64__) || defined(__i386__)
+static inline void ep__sync_icache(void *addr, size_t len)
+{
+	(void)addr;
+	(void)len;
+}
+#else
 void ep__sync_icache(void *addr, size_t len);
+#endif
+
+/*
+ * Nonzero when running under Valgrind (set by ep_pool_create(), which comes
+ * before any other call on a pool): the Valgrind hooks on the hot paths test
+ * this one word instead of issuing a client request every time.
+ */
+extern int ep__valgrind;
+
+static inline int ep__under_valgrind(void)
+{
+	return __builtin_expect(__atomic_load_n(&ep__valgrind, __ATOMIC_RELAXED), 0);
+}
 
 /*
  * Store len bytes at dst.  A store of up to 8 bytes that does not cross an

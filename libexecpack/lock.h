@@ -16,6 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "internal.h"
+
 #ifdef HAVE_VALGRIND_HELGRIND_H
 #include <valgrind/helgrind.h>
 #endif
@@ -33,16 +35,20 @@ struct ep__lock {
 	int word;
 };
 
+/* (the annotations are client requests: issued only under Valgrind) */
 static inline void ep__lock_init(struct ep__lock *l)
 {
 	l->word = 0;
-	VALGRIND_HG_DISABLE_CHECKING(&l->word, sizeof(l->word));
-	ANNOTATE_RWLOCK_CREATE(l);
+	if (ep__under_valgrind()) {
+		VALGRIND_HG_DISABLE_CHECKING(&l->word, sizeof(l->word));
+		ANNOTATE_RWLOCK_CREATE(l);
+	}
 }
 
 static inline void ep__lock_destroy(struct ep__lock *l)
 {
-	ANNOTATE_RWLOCK_DESTROY(l);
+	if (ep__under_valgrind())
+		ANNOTATE_RWLOCK_DESTROY(l);
 	(void)l;
 }
 
@@ -74,12 +80,14 @@ static inline void ep__lock(struct ep__lock *l)
 							  __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
 			     0))
 		ep__lock_slow(l);
-	ANNOTATE_RWLOCK_ACQUIRED(l, 1);
+	if (ep__under_valgrind())
+		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
 }
 
 static inline void ep__unlock(struct ep__lock *l)
 {
-	ANNOTATE_RWLOCK_RELEASED(l, 1);
+	if (ep__under_valgrind())
+		ANNOTATE_RWLOCK_RELEASED(l, 1);
 	if (__builtin_expect(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2, 0))
 		syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }

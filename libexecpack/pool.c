@@ -52,6 +52,16 @@
 #define ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
 #define ANNOTATE_HAPPENS_AFTER(obj) ((void)(obj))
 #endif
+#define VG_HAPPENS_BEFORE(obj)                        \
+	do {                                          \
+		if (ep__under_valgrind())             \
+			ANNOTATE_HAPPENS_BEFORE(obj); \
+	} while (0)
+#define VG_HAPPENS_AFTER(obj)                        \
+	do {                                         \
+		if (ep__under_valgrind())            \
+			ANNOTATE_HAPPENS_AFTER(obj); \
+	} while (0)
 #ifndef VALGRIND_DISCARD_TRANSLATIONS
 #define VALGRIND_DISCARD_TRANSLATIONS(addr, len) ((void)(addr), (void)(len))
 #endif
@@ -105,13 +115,13 @@ static inline int state_of(struct ep__alloc *a)
 {
 	int st = __atomic_load_n(&a->state, __ATOMIC_ACQUIRE);
 
-	ANNOTATE_HAPPENS_AFTER(&a->state);
+	VG_HAPPENS_AFTER(&a->state);
 	return st;
 }
 
 static inline void state_publish(struct ep__alloc *a, int st)
 {
-	ANNOTATE_HAPPENS_BEFORE(&a->state);
+	VG_HAPPENS_BEFORE(&a->state);
 	__atomic_store_n(&a->state, st, __ATOMIC_RELEASE);
 }
 
@@ -336,7 +346,8 @@ static void region_drop(struct ep__sub *pool, struct ep__region *r)
 static void code_changed(void *addr, size_t len)
 {
 	ep__sync_icache(addr, len);
-	VALGRIND_DISCARD_TRANSLATIONS(addr, len);
+	if (ep__under_valgrind())
+		VALGRIND_DISCARD_TRANSLATIONS(addr, len);
 }
 
 /* ---- the allocation hash -------------------------------------------------- */
@@ -674,7 +685,7 @@ static void pending_push(struct ep__sub *pool, struct ep__alloc *a)
 
 	do {
 		a->pnext = head;
-		ANNOTATE_HAPPENS_BEFORE(&pool->pending);
+		VG_HAPPENS_BEFORE(&pool->pending);
 	} while (!__atomic_compare_exchange_n(&pool->pending, &head, a, true, __ATOMIC_RELEASE,
 					      __ATOMIC_RELAXED));
 }
@@ -704,7 +715,7 @@ static void drain(struct ep__sub *pool)
 		return;
 	struct ep__alloc *a = __atomic_exchange_n(&pool->pending, NULL, __ATOMIC_ACQUIRE);
 
-	ANNOTATE_HAPPENS_AFTER(&pool->pending);
+	VG_HAPPENS_AFTER(&pool->pending);
 
 	while (a) {
 		struct ep__alloc *next = a->pnext;
@@ -772,17 +783,19 @@ static size_t alloc_end(const struct ep__pack *p, size_t pos)
 
 static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
 {
-	size_t end = alloc_end(p, pos);
-	static const struct ep__alloc zero;
-
-	*v = zero;
+	/* (the fields a pack allocation's paths read; the rest stay unset) */
+	v->hnext = v->pnext = NULL;
 	v->key = (uintptr_t)p->r.exec + pos * CHUNK;
 	v->exec = (void *)v->key;
 	v->pack = p;
 	v->chunk = pos;
-	v->reserved = (end - pos) * CHUNK;
+	v->reserved = (alloc_end(p, pos) - pos) * CHUNK;
+	v->offset = 0;
+	v->staging = NULL;
 	v->stash_class = -1;
+	v->state = ST_LIVE;
 	v->view = 1;
+	v->diag = NULL;
 	return v;
 }
 
@@ -798,6 +811,7 @@ static struct ep__alloc *rec_keep(struct ep__sub *pool, struct ep__alloc *v)
 	if (!a)
 		return NULL;
 	*a = *v;
+	memset(&a->large, 0, sizeof(a->large)); /* never set in a view */
 	a->view = 0;
 	hash_insert(pool, a);
 	return a;
@@ -1543,8 +1557,12 @@ static struct ep__sub *home(struct ep_pool *pool)
 	return pool->pick[t & (PICKS - 1)];
 }
 
+int ep__valgrind;
+
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 {
+	/* (every pool call comes after this one: the hooks may test a word) */
+	__atomic_store_n(&ep__valgrind, RUNNING_ON_VALGRIND ? 1 : 0, __ATOMIC_RELAXED);
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
