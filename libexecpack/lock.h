@@ -33,12 +33,19 @@
 
 struct ep__lock {
 	int word;
+	/* Set to CONTENDED_OPS by a locker that had to wait, counted down by
+	 * the holder (ep__lock_contended()): says whether it pays to release
+	 * the lock for long copies.  Only read or written with the lock held. */
+	unsigned contended;
 };
+
+#define CONTENDED_OPS 4096
 
 /* (the annotations are client requests: issued only under Valgrind) */
 static inline void ep__lock_init(struct ep__lock *l)
 {
 	l->word = 0;
+	l->contended = 0;
 	if (ep__under_valgrind()) {
 		VALGRIND_HG_DISABLE_CHECKING(&l->word, sizeof(l->word));
 		ANNOTATE_RWLOCK_CREATE(l);
@@ -72,14 +79,30 @@ static void ep__lock_slow(struct ep__lock *l)
 		syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
 
+/* With the lock held: has another thread wanted it lately? */
+static inline bool ep__lock_contended(struct ep__lock *l)
+{
+	if (!l->contended)
+		return false;
+	l->contended--;
+	return true;
+}
+
 static inline void ep__lock(struct ep__lock *l)
 {
 	int z = 0;
 
 	if (__builtin_expect(!__atomic_compare_exchange_n(&l->word, &z, 1, false,
 							  __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
-			     0))
+			     0)) {
 		ep__lock_slow(l);
+		if (ep__under_valgrind())
+			ANNOTATE_RWLOCK_ACQUIRED(l, 1);
+		/* (after the annotation: helgrind must see this written with
+		 * the lock held) */
+		l->contended = CONTENDED_OPS;
+		return;
+	}
 	if (ep__under_valgrind())
 		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
 }

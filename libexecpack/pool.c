@@ -708,6 +708,22 @@ static void rec_settle(struct ep__sub *pool, struct ep__alloc *a)
 	rec_put(pool, a);
 }
 
+/* The allocation is gone (its chunks or mapping already given back): its
+ * diagnostics, its charge against the limit, and its record if it has one. */
+static void alloc_forget(struct ep__sub *pool, struct ep__alloc *a, bool unmapped)
+{
+	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
+	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+		      unmapped);
+	uncharge(pool, a->reserved);
+	pool->nlive--;
+	if (!a->view) {
+		hash_remove(pool, a);
+		stage_put(pool, a->staging, a->stash_class);
+		rec_put(pool, a);
+	}
+}
+
 /* Under the lock: finish what threads did without it. */
 static void drain(struct ep__sub *pool)
 {
@@ -729,12 +745,7 @@ static void drain(struct ep__sub *pool)
 		} else {
 			/* refilled by ep_free(): give the chunks back */
 			pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
-			ep__diag_free(pool, &a->diag, a->exec,
-				      a->key + a->reserved - (uintptr_t)a->exec, false);
-			hash_remove(pool, a);
-			uncharge(pool, a->reserved);
-			pool->nlive--;
-			rec_put(pool, a);
+			alloc_forget(pool, a, false);
 		}
 		a = next;
 	}
@@ -799,7 +810,10 @@ static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__a
 	return v;
 }
 
-/* Give a view a record of its own (to mark it, or attach diagnostics). */
+/* Give a view a record of its own (to mark it, or attach diagnostics).
+ * NULL without memory for one: ep_set_name()/ep_set_unwind() then fail with
+ * -ENOMEM (they need a record to hold what they attach), while ep_free()
+ * only wanted one to refill without the lock and refills under it instead. */
 static struct ep__alloc *rec_keep(struct ep__sub *pool, struct ep__alloc *v)
 {
 	if (!v->view)
@@ -1266,13 +1280,70 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 	return rc;
 }
 
-/* Copy or refill this allocation with the lock released? */
-static bool work_unlocked(const struct ep__sub *pool, const struct ep__alloc *a)
+/*
+ * Copy or refill this allocation with the lock released?  Only while other
+ * threads want this lock: alone, the atomics and the hand-off through the
+ * pending list cost more than they save.
+ */
+static bool work_unlocked(struct ep__sub *pool, const struct ep__alloc *a)
 {
 	if (!pool->ops->threadsafe)
 		return false; /* the backend keeps state its calls share (kmod) */
 	/* diag.c registrations (names, unwind info) want the lock */
-	return a->reserved > INLINE_COPY && !a->diag;
+	return a->reserved > INLINE_COPY && !a->diag && ep__lock_contended(&pool->lock);
+}
+
+/* ep_finalize()'s work: one bulk copy, then one coherence step for the
+ * whole range. */
+static int copy_in(struct ep__sub *pool, struct ep__alloc *a)
+{
+	int rc = pool->ops->write(pool->be, alloc_region(a), alloc_region_off(a), a->staging,
+				  a->reserved);
+
+	if (rc)
+		return rc;
+	code_changed((void *)a->key, a->reserved);
+	/* diag.c: libunwind registration, perf map (without the lock: none
+	 * of those, see work_unlocked(); memcheck only) */
+	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			  pool->flags);
+	return 0;
+}
+
+/* ep_free()'s work on a finalized pack allocation: traps where it was, so
+ * that a stale jump there stops. */
+static int refill(struct ep__sub *pool, struct ep__alloc *a)
+{
+	int rc = pool->ops->fill(pool->be, &a->pack->r, a->chunk * CHUNK, a->reserved, pool->fill,
+				 pool->fill_ctx);
+
+	if (!rc)
+		code_changed((void *)a->key, a->reserved);
+	return rc;
+}
+
+/*
+ * Do work (copy_in or refill) on a with the lock released; the chunks stay
+ * taken meanwhile.  st (BUSY, DYING) turns other calls on a away; inflight
+ * holds fork() back until the work is whole.  Work that was done puts a on
+ * the pending list, still marked: the next lock holder (drain(), before any
+ * lookup) finishes the bookkeeping.  Work that failed changed nothing: a is
+ * live again and intact, and the caller may retry.
+ */
+static int work_without_lock(struct ep__sub *pool, struct ep__alloc *a, int st,
+			     int (*work)(struct ep__sub *, struct ep__alloc *))
+{
+	__atomic_store_n(&a->state, st, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
+	ep__unlock(&pool->lock);
+	int rc = work(pool, a);
+
+	if (rc)
+		state_publish(a, ST_LIVE);
+	else
+		pending_push(pool, a);
+	__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
+	return rc;
 }
 
 static int sub_finalize(struct ep__sub *pool, void *exec)
@@ -1303,38 +1374,14 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 	rc = own_region(pool, r);
 	if (rc)
 		goto out;
-	if (work_unlocked(pool, a)) {
-		/* The chunks are ours: copy without the lock.  BUSY turns away
-		 * other calls on this allocation meanwhile; inflight holds fork()
-		 * back until the copy is whole.  A copy that worked goes on the
-		 * pending list, still BUSY: the next lock holder (before any
-		 * lookup) drops the staging buffer and makes it LIVE. */
-		__atomic_store_n(&a->state, ST_BUSY, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
-		ep__unlock(&pool->lock);
-		rc = pool->ops->write(pool->be, r, alloc_region_off(a), a->staging, a->reserved);
-		if (!rc) {
-			code_changed((void *)a->key, a->reserved);
-			/* no names or unwind info (work_unlocked): memcheck only */
-			ep__diag_finalize(pool, &a->diag, a->exec,
-					  a->key + a->reserved - (uintptr_t)a->exec, pool->flags);
-			pending_push(pool, a);
-		} else {
-			state_publish(a, ST_LIVE); /* staging kept: nothing is lost */
-		}
-		__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
-		return rc;
-	}
-	/* one bulk copy, then one coherence step for the whole range */
-	rc = pool->ops->write(pool->be, r, alloc_region_off(a), a->staging, a->reserved);
+	/* (drain() drops the staging buffer of a copy done unlocked) */
+	if (work_unlocked(pool, a))
+		return work_without_lock(pool, a, ST_BUSY, copy_in);
+	rc = copy_in(pool, a);
 	if (rc)
 		goto out; /* staging kept: nothing is lost, the caller may retry or free */
-	code_changed((void *)a->key, a->reserved);
 	stage_put(pool, a->staging, a->stash_class);
 	a->staging = NULL;
-	/* diag.c: libunwind registration, perf map */
-	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-			  pool->flags);
 	rec_settle(pool, a);
 out:
 	ep__unlock(&pool->lock);
@@ -1369,33 +1416,15 @@ static int sub_free(struct ep__sub *pool, void *exec)
 			rc = own_region(pool, r);
 			if (rc)
 				goto out;
-			/* (to be marked DYING, a view needs a record; without
-			 * memory for one, the refill is done under the lock) */
-			if (work_unlocked(pool, a) && (k = rec_keep(pool, a))) {
-				/* DYING: invisible to lookups, chunks still taken
-				 * until drain() gives them back after the refill */
-				a = k;
-				__atomic_store_n(&a->state, ST_DYING, __ATOMIC_RELAXED);
-				__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
-				ep__unlock(&pool->lock);
-				rc = pool->ops->fill(pool->be, r, a->chunk * CHUNK, a->reserved,
-						     pool->fill, pool->fill_ctx);
-				if (rc) {
-					/* still live and intact; the caller may retry
-					 * (a record made for this stays until then) */
-					state_publish(a, ST_LIVE);
-				} else {
-					code_changed((void *)a->key, a->reserved);
-					pending_push(pool, a);
-				}
-				__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
-				return rc;
-			}
-			rc = pool->ops->fill(pool->be, r, a->chunk * CHUNK, a->reserved,
-					     pool->fill, pool->fill_ctx);
+			/* DYING: invisible to lookups, chunks still taken until
+			 * drain() gives them back after the refill.  To be marked,
+			 * a view needs a record; without memory for one, the
+			 * refill is done under the lock. */
+			if (work_unlocked(pool, a) && (k = rec_keep(pool, a)))
+				return work_without_lock(pool, k, ST_DYING, refill);
+			rc = refill(pool, a);
 			if (rc)
 				goto out; /* still live and intact; the caller may retry */
-			code_changed((void *)a->key, a->reserved);
 		}
 		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
 	} else {
@@ -1407,16 +1436,7 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		region_drop(pool, &a->large);
 		code_changed(a->large.exec, a->large.size);
 	}
-	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
-	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-		      a->pack == NULL);
-	uncharge(pool, a->reserved);
-	pool->nlive--;
-	if (!a->view) {
-		hash_remove(pool, a);
-		stage_put(pool, a->staging, a->stash_class);
-		rec_put(pool, a);
-	}
+	alloc_forget(pool, a, a->pack == NULL);
 out:
 	ep__unlock(&pool->lock);
 	return rc;

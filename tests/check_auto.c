@@ -20,19 +20,6 @@
 #include "execpack.h"
 #include "testutil.h"
 
-static long free_huge_pages(void)
-{
-	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
 START_TEST(test_auto_order_and_reasons)
 {
 	struct ep_pool *p;
@@ -194,7 +181,7 @@ int main(void)
 	tcase_add_test(tc, test_env_selects);
 	if (geteuid() != 0)
 		printf("SKIP: test_hugetlbfs_under_memfd_noexec: needs root (namespaces, mount)\n");
-	else if (free_huge_pages() <= 0)
+	else if (tu_free_huge_pages() <= 0)
 		printf("SKIP: test_hugetlbfs_under_memfd_noexec: no free 2 MiB huge pages\n");
 	else if (access("/proc/sys/vm/memfd_noexec", F_OK) != 0)
 		printf("SKIP: test_hugetlbfs_under_memfd_noexec: kernel has no vm.memfd_noexec\n");

@@ -17,19 +17,6 @@
 #include "execpack.h"
 #include "testutil.h"
 
-static long free_huge_pages(void)
-{
-	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
-	long v = -1;
-
-	if (f) {
-		if (fscanf(f, "%ld", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
-}
-
 /* KernelPageSize of the mapping containing addr, in kB; -1 if not found. */
 static long kernel_page_kb(const void *addr)
 {
@@ -239,7 +226,7 @@ END_TEST
 
 int main(void)
 {
-	long avail = free_huge_pages();
+	long avail = tu_free_huge_pages();
 	Suite *s = suite_create("hugetlb");
 	TCase *tc = tcase_create("pages");
 

@@ -61,6 +61,20 @@ static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, 
 	return rc == 0 ? img.exec : NULL;
 }
 
+/* Free 2 MiB huge pages in the system, or -1 if that cannot be read. */
+static inline long tu_free_huge_pages(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
 /* Number of mappings in /proc/self/maps that are both writable and
  * executable (must always be 0), or -1 if maps cannot be read.  Under
  * Valgrind only the library's own (execpack) mappings count: Valgrind's
