@@ -237,9 +237,20 @@ static void atfork_release(void)
 	pthread_mutex_unlock(&g_pools_lock);
 }
 
+/* The child has one thread: the biases of the parent's threads go, and
+ * membarrier(2) is set up again for this process. */
+static void atfork_child(void)
+{
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__lock_reset_child(&p->lock);
+	ep__lock_setup();
+	atfork_release();
+}
+
 static void atfork_install(void)
 {
-	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+	ep__lock_setup();
+	pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 }
 
 unsigned ep__fork_generation(void)

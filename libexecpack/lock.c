@@ -1,0 +1,103 @@
+/*
+ * lock.c - the slow half of the biased sub-pool lock (lock.h): revoking a
+ * bias, and whether this process can bias at all.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include "lock.h"
+
+__thread char ep__self_anchor __attribute__((tls_model("initial-exec")));
+int ep__bias_ok;
+
+#ifndef SYS_membarrier
+#define ep__membarrier(cmd) (errno = ENOSYS, -1)
+#else
+static int ep__membarrier(int cmd)
+{
+	return (int)syscall(SYS_membarrier, cmd, 0u, 0);
+}
+#endif
+
+/* A page of our own whose protection heavy_barrier() may change. */
+static unsigned char *g_barrier_page;
+
+/*
+ * Every running thread of this process passes a full memory barrier before
+ * this returns (membarrier(2), registered in ep__lock_setup()).  Should the
+ * call fail after all (a seccomp filter installed later), changing a page's
+ * protection makes the kernel interrupt every CPU that runs this process to
+ * flush its TLB, which serves as the barrier there.
+ */
+static void heavy_barrier(void)
+{
+	if (ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		return;
+	if (ep__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+	    ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+		return;
+	__atomic_store_n(g_barrier_page, 1, __ATOMIC_SEQ_CST);
+	(void)mprotect(g_barrier_page, 4096, PROT_READ);
+	(void)mprotect(g_barrier_page, 4096, PROT_READ | PROT_WRITE);
+}
+
+/* Called by ep_pool_create() (under its once-lock) and in fork children. */
+void ep__lock_setup(void)
+{
+	int ok = 0;
+
+	if (!ep__under_valgrind()) {
+		int cmds = ep__membarrier(MEMBARRIER_CMD_QUERY);
+
+		ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+		     ep__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+		     ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+	}
+	if (ok && !g_barrier_page) {
+		void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m == MAP_FAILED)
+			ok = 0; /* no fallback barrier: no bias */
+		else
+			g_barrier_page = m;
+	}
+	__atomic_store_n(&ep__bias_ok, ok, __ATOMIC_RELAXED);
+}
+
+void ep__lock_reset_child(struct ep__lock *l)
+{
+	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
+	l->foreign = 0;
+	l->revoking = 0;
+}
+
+/* A lock whose bias was revoked this often is shared: it stays a plain
+ * futex lock (each revocation interrupts every CPU running the process).
+ * (A variable so that the lock's own test can keep revoking.) */
+unsigned ep__lock_foreign_max = 4;
+
+void ep__lock_revoke(struct ep__lock *l)
+{
+	__atomic_store_n(&l->revoked, 1, __ATOMIC_RELAXED);
+	heavy_barrier();
+	/* the owner is out, or will see revoked and take the word instead */
+	for (unsigned spins = 0; __atomic_load_n(&l->owner_in, __ATOMIC_ACQUIRE); spins++) {
+		if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+		} else {
+			sched_yield(); /* the owner may have been preempted inside */
+		}
+	}
+	if (++l->foreign >= ep__lock_foreign_max)
+		__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED); /* revoked stays set */
+	else
+		l->revoking = 1; /* given back at unlock */
+}
