@@ -244,30 +244,47 @@ void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t
 	ep__fit_flush(fit, map);
 }
 
+/* Lowest p with bits p..p+n-1 of w all clear (1 <= n <= 64), or 64: shift
+ * and AND, doubling the length each step, instead of a loop over the runs
+ * (whose branches the processor cannot predict). */
+static inline size_t word_find_zeros(uint64_t w, size_t n)
+{
+	uint64_t m = ~w; /* bit p: a run of len clear bits starts at p */
+	size_t len = 1;
+
+	while (2 * len <= n) {
+		m &= m >> len;
+		len *= 2;
+	}
+	if (len < n)
+		m &= m >> (n - len);
+	return m ? (size_t)__builtin_ctzll(m) : 64;
+}
+
 size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n)
 {
 	const struct ep__fit_node *nd = fit->node;
 
 	if (n == 0 || nd[1].max < n)
 		return fit->nbits;
-	size_t node = 1, start = 0, span = fit->nleaves * 64;
+	size_t node = 1, start = 0, half = fit->nleaves * 32;
 
+	/* Go left while the left half holds a long enough run, else right;
+	 * the choice is a conditional move, not a branch (it is a coin toss
+	 * for the predictor).  A run across the middle ends the walk. */
 	while (node < fit->nleaves) {
-		size_t l = 2 * node, half = span / 2;
+		size_t l = 2 * node;
+		bool right = nd[l].max < n;
 
-		if (nd[l].max >= n) {
-			node = l;
-		} else if (nd[l].suf + nd[l + 1].pre >= n) {
-			return start + half - nd[l].suf; /* the run straddles the halves */
-		} else {
-			node = l + 1;
-			start += half;
-		}
-		span = half;
+		if (__builtin_expect(right && (size_t)nd[l].suf + nd[l + 1].pre >= n, 0))
+			return start + half - nd[l].suf;
+		node = l + right;
+		start += right ? half : 0;
+		half /= 2;
 	}
-	/* a leaf whose longest run is long enough: the run lies inside the word */
-	size_t end = start + 64 < fit->nbits ? start + 64 : fit->nbits;
-	size_t at = ep__bitmap_find_zero_area(map, end, start, n);
+	/* a leaf whose longest run is long enough: the run lies inside the word
+	 * (bits past nbits are set in leaf_word) */
+	size_t at = word_find_zeros(leaf_word(fit, map, node - fit->nleaves), n);
 
-	return at < end ? at : fit->nbits;
+	return at < 64 && start + at < fit->nbits ? start + at : fit->nbits;
 }
