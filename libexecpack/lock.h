@@ -150,19 +150,16 @@ static inline void ep__lock(struct ep__lock *l)
 	}
 
 	int z = 0;
+	bool waited = false;
 
 	if (__builtin_expect(!__atomic_compare_exchange_n(&l->word, &z, 1, false,
 							  __ATOMIC_ACQUIRE, __ATOMIC_RELAXED),
 			     0)) {
 		ep__lock_slow(l);
-		if (ep__under_valgrind())
-			ANNOTATE_RWLOCK_ACQUIRED(l, 1);
-		/* (after the annotation: helgrind must see this written with
-		 * the lock held) */
-		l->contended = CONTENDED_OPS;
-	} else if (ep__under_valgrind()) {
-		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
+		waited = true;
 	}
+	if (ep__under_valgrind())
+		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
 	/* the word is ours; the owner may only just have been set or cleared
 	 * by the previous holder, so read it again */
 	owner = __atomic_load_n(&l->owner, __ATOMIC_RELAXED);
@@ -170,6 +167,10 @@ static inline void ep__lock(struct ep__lock *l)
 		ep__lock_revoke(l);
 	else if (!owner && ep__bias_ok && !__atomic_load_n(&l->revoked, __ATOMIC_RELAXED))
 		__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED); /* first taker */
+	/* (only now: until the bias is revoked the owner may still be
+	 * inside, and helgrind must see this written after the annotation) */
+	if (waited)
+		l->contended = CONTENDED_OPS;
 }
 
 static inline void ep__unlock(struct ep__lock *l)
