@@ -81,6 +81,8 @@ void ep__lock_reset_child(struct ep__lock *l);
 void ep__lock_revoke(struct ep__lock *l);
 /* Revocations after which a lock stays unbiased (4). */
 extern unsigned ep__lock_foreign_max;
+/* For the lock's own test: revoke with the mprotect() fallback barrier. */
+extern int ep__lock_test_no_membarrier;
 
 /* (the annotations are client requests: issued only under Valgrind) */
 static inline void ep__lock_init(struct ep__lock *l)

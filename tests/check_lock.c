@@ -1,8 +1,9 @@
 /*
  * check_lock.c - the biased sub-pool lock (libexecpack/lock.h) on its own:
  * two threads count under it, one the owner on the fast path, the other
- * revoking the bias every time; no increment may be lost.  Then the bias
- * is dropped for good after ep__lock_foreign_max revocations.
+ * revoking the bias every time, with membarrier(2) and with the mprotect()
+ * fallback; no increment may be lost.  Then the bias is dropped for good
+ * after ep__lock_foreign_max revocations.
  */
 #include "config.h"
 
@@ -56,9 +57,11 @@ static void setup(void)
 	__atomic_store_n(&g_go, 0, __ATOMIC_RELAXED);
 }
 
+/* _i 0: revocations use membarrier(2); 1: the mprotect() fallback. */
 START_TEST(test_owner_and_revoker_exclude_each_other)
 {
 	setup();
+	ep__lock_test_no_membarrier = _i;
 	ep__lock_foreign_max = ~0u; /* revoke on every foreign acquisition */
 	/* the owner: the first thread to take the lock (this one, here) */
 	ep__lock(&g_lock);
@@ -88,6 +91,7 @@ START_TEST(test_owner_and_revoker_exclude_each_other)
 		ck_assert_int_eq(g_lock.revoked, 0);
 	}
 	ep__lock_foreign_max = 4;
+	ep__lock_test_no_membarrier = 0;
 }
 END_TEST
 
@@ -136,7 +140,7 @@ int main(void)
 	TCase *tc = tcase_create("bias");
 
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_owner_and_revoker_exclude_each_other);
+	tcase_add_loop_test(tc, test_owner_and_revoker_exclude_each_other, 0, 2);
 	tcase_add_test(tc, test_bias_dropped_when_shared);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
