@@ -26,6 +26,7 @@
 #include <sys/resource.h>
 
 #include "reliability.h"
+#include "testutil.h"
 
 #ifndef PR_SET_MDWE
 #define PR_SET_MDWE 65
@@ -394,15 +395,7 @@ END_TEST
 
 static int read_noexec(void)
 {
-	FILE *f = fopen(NOEXEC_PATH, "re");
-	int v = -1;
-
-	if (f) {
-		if (fscanf(f, "%d", &v) != 1)
-			v = -1;
-		fclose(f);
-	}
-	return v;
+	return (int)tu_read_long(NOEXEC_PATH);
 }
 
 static int write_noexec(int v)

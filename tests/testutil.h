@@ -61,10 +61,10 @@ static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, 
 	return rc == 0 ? img.exec : NULL;
 }
 
-/* Free 2 MiB huge pages in the system, or -1 if that cannot be read. */
-static inline long tu_free_huge_pages(void)
+/* The number a /proc or /sys file holds, or -1 if it cannot be read. */
+static inline long tu_read_long(const char *path)
 {
-	FILE *f = fopen("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "re");
+	FILE *f = fopen(path, "re");
 	long v = -1;
 
 	if (f) {
@@ -73,6 +73,12 @@ static inline long tu_free_huge_pages(void)
 		fclose(f);
 	}
 	return v;
+}
+
+/* Free 2 MiB huge pages in the system, or -1 if that cannot be read. */
+static inline long tu_free_huge_pages(void)
+{
+	return tu_read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
 }
 
 /* Number of mappings in /proc/self/maps that are both writable and
