@@ -978,3 +978,26 @@ EP_API int ep_backtrace(int fd)
 	out_flush(&o);
 	return o.err ? o.err : (int)n;
 }
+
+/* fork(): pool.c's handlers take diag's lock with the heaps' (after them:
+ * names are set with a heap locked), so no child inherits it held. */
+void ep__diag_fork_prepare(void)
+{
+	pthread_mutex_lock(&g_lock);
+}
+
+void ep__diag_fork_parent(void)
+{
+	pthread_mutex_unlock(&g_lock);
+}
+
+void ep__diag_fork_child(void)
+{
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* A child that ran no fork handler: a vanished thread may have held it. */
+void ep__diag_fork_reset(void)
+{
+	pthread_mutex_init(&g_lock, NULL);
+}

@@ -69,4 +69,11 @@ int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool final
 void ep__pool_hide_from_leak_check(void);
 void ep__diag_hide_word(const void *addr, size_t len);
 
+/* fork handlers (pool.c): diag's lock across fork(), or reset in a child
+ * that ran none */
+void ep__diag_fork_prepare(void);
+void ep__diag_fork_parent(void);
+void ep__diag_fork_child(void);
+void ep__diag_fork_reset(void);
+
 #endif /* EP_DIAG_H */

@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -71,26 +73,19 @@
 #include "execpack.h"
 #include "internal.h"
 #include "lock.h"
+#include "route.h"
 
 #define CHUNK EP_CHUNK_SIZE
 #define RANDOMIZE_SLACK 48 /* extra bytes reserved for EP_F_RANDOMIZE */
-
-/*
- * Copies into a pack (ep_finalize) and trap refills (ep_free) longer than
- * this are done outside the pool lock, so that threads sharing a pool
- * overlap their memcpy/memset; shorter ones cost less than the extra atomics.
- */
-#define INLINE_COPY 256
 
 /* Staging buffers of 64 << k bytes (k < STASH_CLASSES) are kept for reuse. */
 #define STASH_CLASSES 7
 #define STASH_DEPTH 8
 #define SPARE_RECORDS 64
 
-/* ep__alloc.state: what a thread outside the lock is doing with it */
-enum { ST_LIVE = 0, ST_BUSY, ST_DYING };
-
 struct ep__pack;
+struct ep__thread;
+static void thread_put(struct ep__thread *t);
 
 struct ep__alloc {
 	struct ep__alloc *hnext; /* hash chain */
@@ -103,27 +98,9 @@ struct ep__alloc {
 	size_t offset;           /* exec - reservation start (EP_F_RANDOMIZE) */
 	unsigned char *staging;  /* reserved bytes; NULL once finalized */
 	int stash_class;         /* staging's size class, or -1 */
-	int state;               /* ST_*, atomic: changed outside the lock */
 	int view;                /* 1: no record, a copy on the caller's stack */
-	struct ep__alloc *pnext; /* pool->pending */
 	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
 };
-
-/* Work done on an allocation outside the lock is published with a release
- * store of its state and seen by an acquire load. */
-static inline int state_of(struct ep__alloc *a)
-{
-	int st = __atomic_load_n(&a->state, __ATOMIC_ACQUIRE);
-
-	VG_HAPPENS_AFTER(&a->state);
-	return st;
-}
-
-static inline void state_publish(struct ep__alloc *a, int st)
-{
-	VG_HAPPENS_BEFORE(&a->state);
-	__atomic_store_n(&a->state, st, __ATOMIC_RELEASE);
-}
 
 struct ep__pack {
 	struct ep__region r;
@@ -145,10 +122,26 @@ struct ep__range {
 };
 
 /*
- * A pool is a few sub-pools, each with its own lock, packs and tables; a
- * thread allocates from "its" sub-pool (threads are spread round-robin), so
- * two threads JITting at once rarely wait for each other.  First fit holds
- * within a sub-pool; a single-threaded program only ever uses one.
+ * Monotonic counts of one heap, only ever raised, each with a release store
+ * under the heap's lock; ep_pool_stats() reads them without any lock (see
+ * pool_stats() for the order that makes its relations hold).
+ */
+struct ep__tally {
+	uint64_t allocs, frees;             /* every allocation */
+	uint64_t used_in, used_out;         /* pack chunk bytes taken, given back */
+	uint64_t packs_in, packs_out;       /* packs mapped, released */
+	uint64_t large_in, large_out;       /* large allocations made, freed */
+	uint64_t lbytes_in, lbytes_out;     /* their mapped bytes */
+};
+
+/*
+ * A heap: what one thread allocates from, with its own lock, packs and
+ * tables.  Each thread that allocates gets one (adopting the heap of a
+ * thread that has exited before making a new one), so threads JITting at
+ * once never share a lock; a call on another thread's allocation finds its
+ * heap through route.h and takes only that heap's lock.  First fit holds
+ * within a heap.  (The type keeps its old name: diag.c keys memcheck pools
+ * by it.)
  */
 struct ep__sub {
 	struct ep__lock lock;
@@ -163,7 +156,6 @@ struct ep__sub {
 	size_t page_size;
 
 	struct ep__pack *head, *tail;
-	size_t npacks;
 
 	struct ep__range *ranges;
 	size_t nranges, cap_ranges;
@@ -171,21 +163,13 @@ struct ep__sub {
 	struct ep__alloc **hash;
 	size_t hash_mask; /* buckets - 1 */
 	size_t nrecs;     /* records in the hash */
-	size_t nlive;     /* live allocations, with or without a record */
 
-	size_t used_bytes, large_allocs, large_bytes;
+	struct ep__tally tally;
 	uint64_t rng;
-	int shares_backend; /* not sub-pool 0: the backend is closed by that one */
+	int shares_backend; /* not the first heap: the backend is closed by that one */
+	struct ep__thread *owner; /* the thread it belongs to (pool->heaps_lock) */
+	struct ep__sub *next_heap; /* the pool's heaps, newest first */
 
-	/*
-	 * Work done outside the lock.  inflight counts threads copying or
-	 * filling with the lock released (fork() waits for none); pending
-	 * holds allocations whose copy (BUSY) or refill (DYING) is done,
-	 * pushed without the lock; the next lock holder does the bookkeeping
-	 * that is left (drain()), before it looks anything up.
-	 */
-	unsigned inflight;
-	struct ep__alloc *pending;
 	void *stash[STASH_CLASSES][STASH_DEPTH];
 	unsigned nstash[STASH_CLASSES];
 	struct ep__alloc *spare_recs;
@@ -195,63 +179,48 @@ struct ep__sub {
 	char reasons[512];             /* why other backends were not chosen */
 };
 
-#define MAX_SUBS 4
-
-#define PICKS 16 /* a power of two: thread number & (PICKS - 1) indexes pick[] */
-
 struct ep_pool {
-	struct ep__sub *sub[MAX_SUBS];
-	unsigned nsub;
-	struct ep__sub *pick[PICKS]; /* sub[i % nsub]: home() needs no division */
+	struct ep__sub *first;  /* made with the pool; owns the backend */
+	struct ep__sub *heaps;  /* atomic head: every heap, newest first */
+	unsigned nheaps;        /* (heaps_lock) */
+	unsigned max_heaps;     /* EXECPACK_HEAPS, or 1 for a backend whose calls
+				 * must not overlap; 0: one per thread */
+	uint64_t id;            /* tells a reused address from this pool */
+	pthread_mutex_t heaps_lock;
 	size_t limit;
-	size_t charged; /* atomic: bytes reserved in all sub-pools (for limit) */
-	size_t empty_packs; /* atomic: empty packs kept mapped, in all sub-pools */
+	size_t charged; /* atomic: bytes reserved in all heaps (for limit) */
+	size_t empty_packs; /* atomic: empty packs kept mapped, in all heaps */
 };
 
-/* ---- fork generation ------------------------------------------------------ */
+/* A raise of a tally count: only the heap's lock holder writes it. */
+static inline void tally(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, *c + n, __ATOMIC_RELEASE);
+}
 
+/* ---- fork ----------------------------------------------------------------- */
+
+/*
+ * The mappings are MAP_SHARED, so a child of fork() shares its parent's code
+ * pages.  The child, never the parent, makes them its own: the fork
+ * generation changes only in the child, and there every region is given a
+ * private copy at the same addresses (the backend's privatize op) before
+ * fork() returns in it.  The parent holds every heap lock until the child has
+ * done so (it waits on a pipe the child closes, or that closes when the
+ * child dies), so no change of the parent's reaches code the child runs, and
+ * the parent neither copies nor makes a file.
+ *
+ * A child made without fork()'s handlers (_Fork(), syscall(SYS_fork),
+ * clone() without CLONE_VM) is recognised by a page with MADV_WIPEONFORK,
+ * which reads as zeros there: its first call resets the locks and makes its
+ * copies then (libexecpack(7) says what such a child may see before that).
+ */
 static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep__sub *g_pools;
 static unsigned g_fork_gen;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
-
-/* Holding every pool lock across fork() means no copy is half-done in the
- * child and no region is being written while the generation changes. */
-static void atfork_prepare(void)
-{
-	pthread_mutex_lock(&g_pools_lock);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
-		ep__lock(&p->lock);
-		/* a copy or refill started before the lock was taken finishes
-		 * without it; none may be half done in the child */
-		while (__atomic_load_n(&p->inflight, __ATOMIC_ACQUIRE))
-			sched_yield();
-	}
-}
-
-static void atfork_release(void)
-{
-	__atomic_add_fetch(&g_fork_gen, 1, __ATOMIC_RELAXED);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext)
-		ep__unlock(&p->lock);
-	pthread_mutex_unlock(&g_pools_lock);
-}
-
-/* The child has one thread: the biases of the parent's threads go, and
- * membarrier(2) is set up again for this process. */
-static void atfork_child(void)
-{
-	for (struct ep__sub *p = g_pools; p; p = p->gnext)
-		ep__lock_reset_child(&p->lock);
-	ep__lock_setup();
-	atfork_release();
-}
-
-static void atfork_install(void)
-{
-	ep__lock_setup();
-	pthread_atfork(atfork_prepare, atfork_release, atfork_child);
-}
+static int *g_fork_mark;       /* nonzero in the process that set it */
+static int g_fork_pipe[2] = { -1, -1 };
 
 unsigned ep__fork_generation(void)
 {
@@ -275,6 +244,125 @@ static int own_region(struct ep__sub *pool, struct ep__region *r)
 	}
 	r->gen = gen;
 	return 0;
+}
+
+static void hash_each_large(struct ep__sub *pool, void (*fn)(struct ep__sub *, struct ep__region *));
+
+static void own_now(struct ep__sub *pool, struct ep__region *r)
+{
+	(void)own_region(pool, r); /* failed: tried again before a change */
+}
+
+/* In a new child, with every lock ours: a new generation, every region
+ * copied. */
+static void child_take_over(void)
+{
+	__atomic_add_fetch(&g_fork_gen, 1, __ATOMIC_RELAXED);
+	for (struct ep__sub *h = g_pools; h; h = h->gnext) {
+		for (struct ep__pack *p = h->head; p; p = p->next)
+			own_now(h, &p->r);
+		hash_each_large(h, own_now);
+	}
+	if (g_fork_mark)
+		__atomic_store_n(g_fork_mark, 1, __ATOMIC_RELAXED);
+}
+
+/* Holding every heap lock across fork() means no change is half-done in
+ * the child; diag.c's lock is taken too (a name or a destroy under way). */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&g_pools_lock);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__lock(&p->lock);
+	ep__diag_fork_prepare();
+	if (g_pools && pipe2(g_fork_pipe, O_CLOEXEC))
+		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
+}
+
+static void atfork_unlock(void)
+{
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__unlock(&p->lock);
+	pthread_mutex_unlock(&g_pools_lock);
+}
+
+static void atfork_parent(void)
+{
+	ep__diag_fork_parent();
+	if (g_fork_pipe[0] >= 0) {
+		char c;
+
+		close(g_fork_pipe[1]);
+		/* EOF: the child has its copies, or has exited */
+		while (read(g_fork_pipe[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(g_fork_pipe[0]);
+		g_fork_pipe[0] = g_fork_pipe[1] = -1;
+	}
+	atfork_unlock();
+}
+
+/* The child has one thread: the biases of the parent's threads go, and
+ * membarrier(2) is set up again for this process. */
+static void atfork_child(void)
+{
+	if (g_fork_pipe[0] >= 0)
+		close(g_fork_pipe[0]);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__lock_reset_child(&p->lock);
+	ep__lock_setup();
+	ep__diag_fork_child();
+	child_take_over();
+	if (g_fork_pipe[1] >= 0)
+		close(g_fork_pipe[1]);
+	g_fork_pipe[0] = g_fork_pipe[1] = -1;
+	atfork_unlock();
+}
+
+/* A child that ran no fork handler: whatever a vanished thread held is
+ * free now (see libexecpack(7) on what was under way). */
+static void __attribute__((noinline)) fork_missed(void)
+{
+	pthread_mutex_init(&g_pools_lock, NULL);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+		ep__lock_init(&p->lock);
+		if (p == p->root->first)
+			pthread_mutex_init(&p->root->heaps_lock, NULL);
+	}
+	ep__lock_setup();
+	ep__diag_fork_reset();
+	pthread_mutex_lock(&g_pools_lock);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__lock(&p->lock);
+	child_take_over();
+	atfork_unlock();
+}
+
+/* On every call: one load tells a child that no handler told. */
+static inline void fork_check(void)
+{
+	int *mark = g_fork_mark;
+
+	if (__builtin_expect(mark && !__atomic_load_n(mark, __ATOMIC_RELAXED), 0))
+		fork_missed();
+}
+
+static void atfork_install(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	void *m = mmap(NULL, pg > 0 ? (size_t)pg : 4096, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m != MAP_FAILED) {
+		if (madvise(m, pg > 0 ? (size_t)pg : 4096, MADV_WIPEONFORK) == 0) {
+			*(int *)m = 1;
+			g_fork_mark = m;
+		} else {
+			munmap(m, pg > 0 ? (size_t)pg : 4096); /* (before Linux 4.14) */
+		}
+	}
+	ep__lock_setup();
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -422,6 +510,15 @@ static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
 	pool->nrecs--;
 }
 
+/* fn on the region of each large allocation of the heap */
+static void hash_each_large(struct ep__sub *pool, void (*fn)(struct ep__sub *, struct ep__region *))
+{
+	for (size_t i = 0; i <= pool->hash_mask; i++)
+		for (struct ep__alloc *a = pool->hash[i]; a; a = a->hnext)
+			if (!a->pack)
+				fn(pool, &a->large);
+}
+
 /* ---- region ranges -------------------------------------------------------- */
 
 /* Index of the first range with lo > addr. */
@@ -492,6 +589,7 @@ static void range_remove(struct ep__sub *pool, const struct ep__region *reg)
 static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 {
 	range_remove(pool, &p->r);
+	ep__route_clear((uintptr_t)p->r.exec, p->r.size);
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -500,7 +598,7 @@ static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 		p->next->prev = p->prev;
 	else
 		pool->tail = p->prev;
-	pool->npacks--;
+	tally(&pool->tally.packs_out, 1);
 	region_drop(pool, &p->r);
 	ep__fit_destroy(&p->fit);
 	free(p->used);
@@ -529,6 +627,10 @@ static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 		pool->ops->unmap(pool->be, &p->r);
 		goto fail;
 	}
+	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, pool))) {
+		region_drop(pool, &p->r);
+		goto fail;
+	}
 	p->r.gen = ep__fork_generation();
 	p->free_chunks = p->nchunks;
 	range_insert(pool, &p->r, p, NULL);
@@ -538,7 +640,7 @@ static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 	else
 		pool->head = p;
 	pool->tail = p;
-	pool->npacks++;
+	tally(&pool->tally.packs_in, 1);
 	*out = p;
 	return 0;
 fail:
@@ -597,7 +699,7 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 	if (pos == p->first_free)
 		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
 	p->free_chunks -= n;
-	pool->used_bytes += n * CHUNK;
+	tally(&pool->tally.used_in, n * CHUNK);
 }
 
 static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
@@ -608,7 +710,7 @@ static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos,
 	if (pos < p->first_free)
 		p->first_free = pos;
 	p->free_chunks += n;
-	pool->used_bytes -= n * CHUNK;
+	tally(&pool->tally.used_out, n * CHUNK);
 	if (p->free_chunks == p->nchunks) {
 		/* keep one empty pack against alloc/free churn, release others */
 		/* (one per pool, not per sub-pool: a claim on a shared count) */
@@ -690,23 +792,29 @@ static void stage_put(struct ep__sub *pool, unsigned char *buf, int cls)
 		free(buf);
 }
 
-static void pending_push(struct ep__sub *pool, struct ep__alloc *a)
+static void hash_remove(struct ep__sub *pool, struct ep__alloc *a);
+
+/*
+ * The limit is exact: a charge is taken only if it fits (compare-exchange,
+ * never an add that is undone, which would make another thread's charge
+ * fail that fits), and given back before ep_free() returns.
+ */
+static int charge(struct ep_pool *root, size_t bytes)
 {
-	struct ep__alloc *head = __atomic_load_n(&pool->pending, __ATOMIC_RELAXED);
+	size_t was = __atomic_load_n(&root->charged, __ATOMIC_RELAXED);
 
 	do {
-		a->pnext = head;
-		VG_HAPPENS_BEFORE(&pool->pending);
-	} while (!__atomic_compare_exchange_n(&pool->pending, &head, a, true, __ATOMIC_RELEASE,
-					      __ATOMIC_RELAXED));
+		if (bytes > root->limit || was > root->limit - bytes)
+			return -EPERM;
+	} while (!__atomic_compare_exchange_n(&root->charged, &was, was + bytes, true,
+					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+	return 0;
 }
-
-static void hash_remove(struct ep__sub *pool, struct ep__alloc *a);
 
 static void uncharge(struct ep__sub *pool, size_t bytes)
 {
 	if (pool->limit)
-		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELAXED);
+		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELEASE);
 }
 
 /* A finalized pack allocation with nothing but its chunks to remember
@@ -727,7 +835,7 @@ static void alloc_forget(struct ep__sub *pool, struct ep__alloc *a, bool unmappe
 	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 		      unmapped);
 	uncharge(pool, a->reserved);
-	pool->nlive--;
+	tally(&pool->tally.frees, 1);
 	if (!a->view) {
 		hash_remove(pool, a);
 		stage_put(pool, a->staging, a->stash_class);
@@ -735,38 +843,9 @@ static void alloc_forget(struct ep__sub *pool, struct ep__alloc *a, bool unmappe
 	}
 }
 
-/* Under the lock: finish what threads did without it. */
-static void drain(struct ep__sub *pool)
-{
-	if (!__atomic_load_n(&pool->pending, __ATOMIC_RELAXED))
-		return;
-	struct ep__alloc *a = __atomic_exchange_n(&pool->pending, NULL, __ATOMIC_ACQUIRE);
-
-	VG_HAPPENS_AFTER(&pool->pending);
-
-	while (a) {
-		struct ep__alloc *next = a->pnext;
-
-		if (state_of(a) == ST_BUSY) {
-			/* copied in by ep_finalize(): the staging buffer goes */
-			stage_put(pool, a->staging, a->stash_class);
-			a->staging = NULL;
-			__atomic_store_n(&a->state, ST_LIVE, __ATOMIC_RELAXED);
-			rec_settle(pool, a);
-		} else {
-			/* refilled by ep_free(): give the chunks back */
-			pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
-			alloc_forget(pool, a, false);
-		}
-		a = next;
-	}
-}
-
-/* Every call takes the lock this way: lookups see drained state. */
 static void sub_lock(struct ep__sub *pool)
 {
 	ep__lock(&pool->lock);
-	drain(pool);
 }
 
 /* ---- lookups -------------------------------------------------------------- */
@@ -806,7 +885,7 @@ static size_t alloc_end(const struct ep__pack *p, size_t pos)
 static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
 {
 	/* (the fields a pack allocation's paths read; the rest stay unset) */
-	v->hnext = v->pnext = NULL;
+	v->hnext = NULL;
 	v->key = (uintptr_t)p->r.exec + pos * CHUNK;
 	v->exec = (void *)v->key;
 	v->pack = p;
@@ -815,16 +894,13 @@ static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__a
 	v->offset = 0;
 	v->staging = NULL;
 	v->stash_class = -1;
-	v->state = ST_LIVE;
 	v->view = 1;
 	v->diag = NULL;
 	return v;
 }
 
-/* Give a view a record of its own (to mark it, or attach diagnostics).
- * NULL without memory for one: ep_set_name()/ep_set_unwind() then fail with
- * -ENOMEM (they need a record to hold what they attach), while ep_free()
- * only wanted one to refill without the lock and refills under it instead. */
+/* Give a view a record of its own, to attach diagnostics to.  NULL without
+ * memory for one: ep_set_name()/ep_set_unwind() then fail with -ENOMEM. */
 static struct ep__alloc *rec_keep(struct ep__sub *pool, struct ep__alloc *v)
 {
 	if (!v->view)
@@ -869,8 +945,6 @@ static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t 
 	}
 	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
 
-	if (state_of(a) == ST_DYING)
-		return NULL; /* freed; its refill is under way or done */
 	return addr >= lo && addr < hi ? a : NULL;
 }
 
@@ -886,15 +960,14 @@ static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exe
 	struct ep__alloc *a = hash_find(pool, key);
 
 	if (a && a->exec == exec)
-		return state_of(a) == ST_DYING ? NULL : a;
+		return a;
 	if (!a && x == key) {
 		const struct ep__range *r = range_find(pool, x);
 
 		if (!r)
 			return NULL;
 		if (r->large) /* always a record, keyed by the mapping's start */
-			return r->large->exec == exec && state_of(r->large) != ST_DYING ? r->large
-											 : NULL;
+			return r->large->exec == exec ? r->large : NULL;
 		size_t c = (x - r->lo) / CHUNK;
 
 		return ep__bitmap_test(r->pack->start, c) ? alloc_view(r->pack, c, v) : NULL;
@@ -1008,6 +1081,9 @@ static void sub_start(struct ep__sub *pool)
 {
 	seed_random(pool);
 	ep__lock_init(&pool->lock);
+	/* (read by ep_pool_stats() without the lock, by design) */
+	if (ep__under_valgrind())
+		VALGRIND_HG_DISABLE_CHECKING(&pool->tally, sizeof(pool->tally));
 
 	pthread_once(&g_atfork_once, atfork_install);
 	pthread_mutex_lock(&g_pools_lock);
@@ -1118,13 +1194,15 @@ static void sub_destroy(struct ep__sub *pool)
 		pool->gnext->gprev = pool->gprev;
 	pthread_mutex_unlock(&g_pools_lock);
 
-	drain(pool);
+	thread_put(pool->owner);
 	for (size_t i = 0; i <= pool->hash_mask; i++) {
 		for (struct ep__alloc *a = pool->hash[i], *n; a; a = n) {
 			n = a->hnext;
 			ep__diag_forget(&a->diag); /* diag.c: name, libunwind */
-			if (!a->pack)
+			if (!a->pack) {
+				ep__route_clear((uintptr_t)a->large.exec, a->large.size);
 				region_drop(pool, &a->large);
+			}
 			free(a->staging);
 			free(a);
 		}
@@ -1133,6 +1211,7 @@ static void sub_destroy(struct ep__sub *pool)
 		struct ep__pack *p = pool->head;
 
 		pool->head = p->next;
+		ep__route_clear((uintptr_t)p->r.exec, p->r.size);
 		region_drop(pool, &p->r);
 		ep__fit_destroy(&p->fit);
 		free(p->used);
@@ -1176,19 +1255,11 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	struct ep__alloc *a = NULL;
 	int rc;
 
-	sub_lock(pool);
 	size_t limit = pool->limit;
 
-	if (limit) {
-		/* charged is shared by the sub-pools: reserve first, then check */
-		size_t was = __atomic_fetch_add(&pool->root->charged, reserved, __ATOMIC_RELAXED);
-
-		if (reserved > limit || was > limit - reserved) {
-			__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELAXED);
-			ep__unlock(&pool->lock);
-			return -EPERM;
-		}
-	}
+	if (limit && (rc = charge(pool->root, reserved)))
+		return rc;
+	sub_lock(pool);
 	if (pool->nrecs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
 		goto fail;
 	rc = -ENOMEM;
@@ -1205,15 +1276,16 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 		rc = pool->ops->map(pool->be, reserved, pool->fill, pool->fill_ctx, &a->large);
 		if (rc)
 			goto fail;
-		if ((rc = seal_region(pool, &a->large))) {
-			pool->ops->unmap(pool->be, &a->large);
+		if ((rc = seal_region(pool, &a->large)) ||
+		    (rc = ep__route_set((uintptr_t)a->large.exec, a->large.size, pool))) {
+			region_drop(pool, &a->large);
 			goto fail;
 		}
 		a->large.gen = ep__fork_generation();
 		a->key = (uintptr_t)a->large.exec;
 		range_insert(pool, &a->large, NULL, a);
-		pool->large_allocs++;
-		pool->large_bytes += a->large.size;
+		tally(&pool->tally.large_in, 1);
+		tally(&pool->tally.lbytes_in, a->large.size);
 	} else {
 		struct ep__pack *p;
 		size_t n = reserved / CHUNK, pos;
@@ -1235,7 +1307,7 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
 	hash_insert(pool, a);
-	pool->nlive++;
+	tally(&pool->tally.allocs, 1);
 
 	unsigned char *staging = a->staging;
 
@@ -1248,13 +1320,13 @@ static int sub_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	pool->fill(staging, reserved, pool->fill_ctx);
 	return 0;
 fail:
-	if (limit)
-		__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELAXED);
 	if (a) {
 		stage_put(pool, a->staging, a->stash_class);
 		rec_put(pool, a);
 	}
 	ep__unlock(&pool->lock);
+	if (limit)
+		__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELEASE);
 	return rc;
 }
 
@@ -1272,8 +1344,6 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 
 	if (!a || len > a->key + a->reserved - d) {
 		rc = -EINVAL;
-	} else if (state_of(a) == ST_BUSY) {
-		rc = -EBUSY; /* being finalized by another thread */
 	} else if (len == 0) {
 		rc = 0;
 	} else if (a->staging) {
@@ -1291,19 +1361,6 @@ static int sub_write(struct ep__sub *pool, void *dst, const void *src, size_t le
 	return rc;
 }
 
-/*
- * Copy or refill this allocation with the lock released?  Only while other
- * threads want this lock: alone, the atomics and the hand-off through the
- * pending list cost more than they save.
- */
-static bool work_unlocked(struct ep__sub *pool, const struct ep__alloc *a)
-{
-	if (!pool->ops->threadsafe)
-		return false; /* the backend keeps state its calls share (kmod) */
-	/* diag.c registrations (names, unwind info) want the lock */
-	return a->reserved > INLINE_COPY && !a->diag && ep__lock_contended(&pool->lock);
-}
-
 /* ep_finalize()'s work: one bulk copy, then one coherence step for the
  * whole range. */
 static int copy_in(struct ep__sub *pool, struct ep__alloc *a)
@@ -1314,8 +1371,7 @@ static int copy_in(struct ep__sub *pool, struct ep__alloc *a)
 	if (rc)
 		return rc;
 	code_changed((void *)a->key, a->reserved);
-	/* diag.c: libunwind registration, perf map (without the lock: none
-	 * of those, see work_unlocked(); memcheck only) */
+	/* diag.c: libunwind registration, perf map, memcheck */
 	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 			  pool->flags);
 	return 0;
@@ -1330,30 +1386,6 @@ static int refill(struct ep__sub *pool, struct ep__alloc *a)
 
 	if (!rc)
 		code_changed((void *)a->key, a->reserved);
-	return rc;
-}
-
-/*
- * Do work (copy_in or refill) on a with the lock released; the chunks stay
- * taken meanwhile.  st (BUSY, DYING) turns other calls on a away; inflight
- * holds fork() back until the work is whole.  Work that was done puts a on
- * the pending list, still marked: the next lock holder (drain(), before any
- * lookup) finishes the bookkeeping.  Work that failed changed nothing: a is
- * live again and intact, and the caller may retry.
- */
-static int work_without_lock(struct ep__sub *pool, struct ep__alloc *a, int st,
-			     int (*work)(struct ep__sub *, struct ep__alloc *))
-{
-	__atomic_store_n(&a->state, st, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&pool->inflight, 1, __ATOMIC_RELAXED);
-	ep__unlock(&pool->lock);
-	int rc = work(pool, a);
-
-	if (rc)
-		state_publish(a, ST_LIVE);
-	else
-		pending_push(pool, a);
-	__atomic_sub_fetch(&pool->inflight, 1, __ATOMIC_RELEASE);
 	return rc;
 }
 
@@ -1372,10 +1404,6 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 		rc = -EINVAL;
 		goto out;
 	}
-	if (state_of(a) == ST_BUSY) {
-		rc = -EBUSY;
-		goto out;
-	}
 	if (!a->staging) {
 		rc = -EINVAL; /* finalized already */
 		goto out;
@@ -1385,9 +1413,6 @@ static int sub_finalize(struct ep__sub *pool, void *exec)
 	rc = own_region(pool, r);
 	if (rc)
 		goto out;
-	/* (drain() drops the staging buffer of a copy done unlocked) */
-	if (work_unlocked(pool, a))
-		return work_without_lock(pool, a, ST_BUSY, copy_in);
 	rc = copy_in(pool, a);
 	if (rc)
 		goto out; /* staging kept: nothing is lost, the caller may retry or free */
@@ -1414,25 +1439,12 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		rc = -EINVAL;
 		goto out;
 	}
-	if (state_of(a) == ST_BUSY) {
-		rc = -EBUSY;
-		goto out;
-	}
 	if (a->pack) {
 		if (!a->staging) {
 			/* finalized: refill so a stale jump here traps */
-			struct ep__region *r = &a->pack->r;
-			struct ep__alloc *k;
-
-			rc = own_region(pool, r);
+			rc = own_region(pool, &a->pack->r);
 			if (rc)
 				goto out;
-			/* DYING: invisible to lookups, chunks still taken until
-			 * drain() gives them back after the refill.  To be marked,
-			 * a view needs a record; without memory for one, the
-			 * refill is done under the lock. */
-			if (work_unlocked(pool, a) && (k = rec_keep(pool, a)))
-				return work_without_lock(pool, k, ST_DYING, refill);
 			rc = refill(pool, a);
 			if (rc)
 				goto out; /* still live and intact; the caller may retry */
@@ -1442,28 +1454,22 @@ static int sub_free(struct ep__sub *pool, void *exec)
 		if (a->large.sealed && (rc = own_region(pool, &a->large)))
 			goto out; /* its refill could not be done: still live */
 		range_remove(pool, &a->large);
-		pool->large_allocs--;
-		pool->large_bytes -= a->large.size;
+		ep__route_clear((uintptr_t)a->large.exec, a->large.size);
+		tally(&pool->tally.large_out, 1);
+		tally(&pool->tally.lbytes_out, a->large.size);
+		void *gone = a->large.exec;
+		size_t len = a->large.size;
+
 		region_drop(pool, &a->large);
-		code_changed(a->large.exec, a->large.size);
+		/* unmapped: nothing for the CPU's caches; Valgrind must not run
+		 * its old translations of whatever is mapped here next */
+		if (ep__under_valgrind())
+			VALGRIND_DISCARD_TRANSLATIONS(gone, len);
 	}
 	alloc_forget(pool, a, a->pack == NULL);
 out:
 	ep__unlock(&pool->lock);
 	return rc;
-}
-
-/* Adds this sub-pool's figures to out. */
-static void sub_stats(struct ep__sub *pool, struct ep_stats *out)
-{
-	sub_lock(pool); /* frees refilled without the lock count as done */
-	out->packs += pool->npacks;
-	out->pack_bytes += pool->npacks * pool->pack_size;
-	out->used_bytes += pool->used_bytes;
-	out->live_allocs += pool->nlive;
-	out->large_allocs += pool->large_allocs;
-	out->large_bytes += pool->large_bytes;
-	ep__unlock(&pool->lock);
 }
 
 EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg_in,
@@ -1502,9 +1508,7 @@ static struct ep__alloc *alloc_for_diag(struct ep__sub *pool, void *exec, struct
 	struct ep__alloc *a = alloc_exact(pool, exec, v);
 
 	*rc = -EINVAL;
-	if (a && state_of(a) == ST_BUSY)
-		*rc = -EBUSY;
-	else if (a && !(a = rec_keep(pool, a)))
+	if (a && !(a = rec_keep(pool, a)))
 		*rc = -ENOMEM;
 	else if (a)
 		*rc = 0;
@@ -1553,39 +1557,171 @@ static int sub_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t pro
 	return rc;
 }
 
-/* ---- the public calls: pick the sub-pool ---------------------------------- */
+/* ---- threads and their heaps ---------------------------------------------- */
 
-/* Sub-pools per pool: one per CPU, up to MAX_SUBS; one when the backend's
- * calls must not overlap.  EXECPACK_SUBPOOLS=N overrides (1..MAX_SUBS). */
-static unsigned subs_wanted(const struct ep__sub *first)
+/*
+ * A thread that allocates is known by a small record that outlives it while
+ * a heap still names it as owner: at exit the thread marks it dead, and the
+ * next thread that wants a heap in that pool adopts the heap instead of
+ * making one.  refs counts the thread itself and the heaps that name it.
+ */
+struct ep__thread {
+	unsigned refs; /* atomic */
+	int dead;      /* atomic */
+};
+
+static pthread_key_t g_thread_key;
+static pthread_once_t g_thread_once = PTHREAD_ONCE_INIT;
+static __thread struct ep__thread *tl_self;
+
+/* The calling thread's last pools and its heap in each (a pool is told
+ * from one made later at the same address by its id). */
+#define TL_SLOTS 4
+struct tl_slot {
+	const struct ep_pool *pool;
+	uint64_t id;
+	struct ep__sub *heap;
+};
+static __thread struct tl_slot tl_cache[TL_SLOTS];
+static uint64_t g_pool_ids;
+
+static void thread_put(struct ep__thread *t)
+{
+	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(t);
+}
+
+static void thread_exit(void *arg)
+{
+	struct ep__thread *t = arg;
+
+	__atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+	tl_self = NULL;
+	memset(tl_cache, 0, sizeof(tl_cache));
+	thread_put(t);
+}
+
+static void thread_key_make(void)
+{
+	(void)pthread_key_create(&g_thread_key, thread_exit);
+}
+
+/* This thread's record, made on first use; NULL without memory. */
+static struct ep__thread *thread_self(void)
+{
+	struct ep__thread *t = tl_self;
+
+	if (t)
+		return t;
+	pthread_once(&g_thread_once, thread_key_make);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->refs = 1;
+	if (pthread_setspecific(g_thread_key, t)) {
+		free(t);
+		return NULL;
+	}
+	tl_self = t;
+	return t;
+}
+
+static bool heap_orphaned(const struct ep__sub *h)
+{
+	return !h->owner || __atomic_load_n(&h->owner->dead, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The heap the calling thread allocates from, found (its own), adopted (one
+ * whose thread has exited) or made, in that order; with a cap on heaps
+ * (EXECPACK_HEAPS, or a backend whose calls must not overlap) threads share
+ * the heaps there are.  NULL without memory.
+ */
+static struct ep__sub *heap_claim(struct ep_pool *pool)
+{
+	struct ep__thread *self = thread_self();
+	struct ep__sub *h, *pick = NULL;
+	unsigned i = 0;
+
+	pthread_mutex_lock(&pool->heaps_lock);
+	for (h = pool->heaps; h; h = h->next_heap)
+		if (self && h->owner == self)
+			goto found;
+	for (h = pool->heaps; h; h = h->next_heap) {
+		if (heap_orphaned(h)) {
+			thread_put(h->owner);
+			h->owner = NULL;
+			goto adopt;
+		}
+	}
+	if (!pool->max_heaps || pool->nheaps < pool->max_heaps) {
+		h = sub_clone(pool->first);
+		if (h) {
+			h->next_heap = pool->heaps;
+			__atomic_store_n(&pool->heaps, h, __ATOMIC_RELEASE);
+			pool->nheaps++;
+			goto adopt;
+		}
+	}
+	/* shared: spread the threads over the heaps there are */
+	for (h = pool->heaps; h; h = h->next_heap, i++)
+		if (!pick || (self && ((uintptr_t)self >> 4) % pool->nheaps == i))
+			pick = h;
+	h = pick;
+	goto found;
+adopt:
+	if (self) {
+		__atomic_add_fetch(&self->refs, 1, __ATOMIC_RELAXED);
+		h->owner = self;
+	}
+found:
+	pthread_mutex_unlock(&pool->heaps_lock);
+	return h;
+}
+
+static struct ep__sub *home_slow(struct ep_pool *pool, struct tl_slot *slot)
+{
+	struct ep__sub *h = heap_claim(pool);
+
+	if (h && tl_self) {
+		slot->pool = pool;
+		slot->id = pool->id;
+		slot->heap = h;
+	}
+	return h;
+}
+
+/* The calling thread's heap in pool. */
+static inline struct ep__sub *home(struct ep_pool *pool)
+{
+	struct tl_slot *slot = &tl_cache[((uintptr_t)pool >> 6) % TL_SLOTS];
+
+	if (__builtin_expect(slot->pool == pool && slot->id == pool->id, 1))
+		return slot->heap;
+	return home_slow(pool, slot);
+}
+
+/* The heap of pool that owns addr (route.h), or NULL: no lock is taken. */
+static inline struct ep__sub *owner_of(const struct ep_pool *pool, const void *addr)
+{
+	struct ep__sub *h = ep__route_get((uintptr_t)addr);
+
+	return h && h->root == pool ? h : NULL;
+}
+
+/* Heaps per pool: one per thread that allocates; one when the backend's
+ * calls must not overlap.  EXECPACK_HEAPS=N caps them (N >= 1). */
+static unsigned heaps_wanted(const struct ep__sub *first)
 {
 	if (!first->ops->threadsafe)
 		return 1;
-	const char *env = getenv("EXECPACK_SUBPOOLS");
-	long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+	const char *env = getenv("EXECPACK_HEAPS");
 
-	if (n < 1)
-		n = 1;
-	return n > MAX_SUBS ? MAX_SUBS : (unsigned)n;
-}
+	if (!env || !*env)
+		env = getenv("EXECPACK_SUBPOOLS"); /* the name it had first */
+	long n = env && *env ? strtol(env, NULL, 10) : 0;
 
-static unsigned g_next_thread;
-static __thread unsigned tl_thread __attribute__((tls_model("initial-exec")));
-
-/* The calling thread's sub-pool: threads are numbered in order of their
- * first call and spread round-robin. */
-static struct ep__sub *home(struct ep_pool *pool)
-{
-	unsigned t = tl_thread;
-
-	if (__builtin_expect(!t, 0)) {
-		t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
-		if (!t) /* wrapped: 0 means "not numbered yet" */
-			t = __atomic_add_fetch(&g_next_thread, 1, __ATOMIC_RELAXED);
-		tl_thread = t;
-	}
-	/* (a division here was a tenth of a small alloc/finalize/free cycle) */
-	return pool->pick[t & (PICKS - 1)];
+	return n < 1 ? 0 : n > 65536 ? 65536 : (unsigned)n;
 }
 
 int ep__valgrind;
@@ -1610,18 +1746,14 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 		return rc;
 	}
 	first->root = pool;
-	pool->sub[0] = first;
-	pool->nsub = 1;
+	pool->first = pool->heaps = first;
+	pool->nheaps = 1;
 	pool->limit = first->limit;
-	for (unsigned i = 1, n = subs_wanted(first); i < n; i++) {
-		struct ep__sub *s = sub_clone(first);
-
-		if (!s)
-			break; /* fewer sub-pools is only slower */
-		pool->sub[pool->nsub++] = s;
-	}
-	for (unsigned i = 0; i < PICKS; i++)
-		pool->pick[i] = pool->sub[i % pool->nsub];
+	pool->max_heaps = heaps_wanted(first);
+	pool->id = __atomic_add_fetch(&g_pool_ids, 1, __ATOMIC_RELAXED);
+	pthread_mutex_init(&pool->heaps_lock, NULL);
+	if (ep__under_valgrind())
+		VALGRIND_HG_DISABLE_CHECKING(&pool->charged, sizeof(pool->charged));
 	*out = pool;
 	return 0;
 }
@@ -1630,9 +1762,14 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 {
 	if (!pool)
 		return;
-	/* sub-pool 0 last: it closes the backend the others share */
-	for (unsigned i = pool->nsub; i-- > 0;)
-		sub_destroy(pool->sub[i]);
+	/* the first heap last: it closes the backend the others share */
+	for (struct ep__sub *h = pool->heaps, *n; h; h = n) {
+		n = h->next_heap;
+		if (h != pool->first)
+			sub_destroy(h);
+	}
+	sub_destroy(pool->first);
+	pthread_mutex_destroy(&pool->heaps_lock);
 	free(pool);
 }
 
@@ -1640,53 +1777,47 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 {
 	if (!pool)
 		return -EINVAL;
-	return sub_alloc(home(pool), size, out);
+	fork_check();
+	struct ep__sub *h = home(pool);
+
+	return h ? sub_alloc(h, size, out) : -ENOMEM;
 }
 
-/*
- * Calls on an existing allocation try the caller's sub-pool first (a thread
- * usually finalizes and frees what it allocated), then the others; a
- * sub-pool that does not hold exec answers -EINVAL without side effects.
- */
-#define EACH_SUB(pool, call)                                                 \
-	do {                                                                 \
-		struct ep__sub *h_ = home(pool);                             \
-		struct ep__sub *pool_ = h_;                                  \
-		int rc_ = call;                                              \
-		for (unsigned i_ = 0; rc_ == -EINVAL && i_ < (pool)->nsub; i_++) { \
-			pool_ = (pool)->sub[i_];                             \
-			if (pool_ != h_)                                     \
-				rc_ = call;                                  \
-		}                                                            \
-		return rc_;                                                  \
+/* Calls on an existing allocation go to the heap that owns its address,
+ * whichever thread makes them. */
+#define ON_OWNER(pool, addr, call)                                 \
+	do {                                                       \
+		fork_check();                                      \
+		struct ep__sub *pool_ = owner_of(pool, addr);      \
+		return pool_ ? (call) : -EINVAL;                   \
 	} while (0)
 
 EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
 {
 	if (!pool || !dst || (!src && len))
 		return -EINVAL;
-	EACH_SUB(pool, sub_write(pool_, dst, src, len));
+	ON_OWNER(pool, dst, sub_write(pool_, dst, src, len));
 }
 
 EP_API int ep_finalize(struct ep_pool *pool, void *exec)
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	EACH_SUB(pool, sub_finalize(pool_, exec));
+	ON_OWNER(pool, exec, sub_finalize(pool_, exec));
 }
 
 EP_API int ep_free(struct ep_pool *pool, void *exec)
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	EACH_SUB(pool, sub_free(pool_, exec));
+	ON_OWNER(pool, exec, sub_free(pool_, exec));
 }
 
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)
 		return -EINVAL;
-	EACH_SUB(pool, sub_set_name(pool_, exec, name));
+	ON_OWNER(pool, exec, sub_set_name(pool_, exec, name));
 }
 
 EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
@@ -1694,27 +1825,65 @@ EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prol
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	EACH_SUB(pool, sub_set_unwind(pool_, exec, kind, prologue, frame));
+	ON_OWNER(pool, exec, sub_set_unwind(pool_, exec, kind, prologue, frame));
 }
 
+/*
+ * Without a lock, from the heaps' monotonic counts, read in four passes:
+ * what goes away first (packs and large mappings released), then what was
+ * taken, then what was given back, then what was made.  A count read later
+ * is at least what it was at any earlier moment, so with T the moment
+ * between the second and third passes: live_allocs, used_bytes,
+ * large_allocs and large_bytes are at most what they were at T (never more
+ * than were alive at any moment of the call), and packs, pack_bytes are at
+ * least what they were at T, so used_bytes <= pack_bytes always.  With no
+ * other thread calling, the figures are exact.
+ */
 EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 {
 	if (!pool || !out)
 		return -EINVAL;
+
+	struct ep__sub *heaps = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE);
+	uint64_t packs_out = 0, allocs = 0, used_in = 0, large_in = 0, lbytes_in = 0;
+	uint64_t frees = 0, used_out = 0, large_out = 0, lbytes_out = 0, packs_in = 0;
+
+#define READ(field) __atomic_load_n(&h->tally.field, __ATOMIC_ACQUIRE)
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
+		packs_out += READ(packs_out);
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+		allocs += READ(allocs);
+		used_in += READ(used_in);
+		large_in += READ(large_in);
+		lbytes_in += READ(lbytes_in);
+	}
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+		frees += READ(frees);
+		used_out += READ(used_out);
+		large_out += READ(large_out);
+		lbytes_out += READ(lbytes_out);
+	}
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
+		packs_in += READ(packs_in);
+#undef READ
 	memset(out, 0, sizeof(*out));
-	for (unsigned i = 0; i < pool->nsub; i++)
-		sub_stats(pool->sub[i], out);
+	out->packs = (size_t)(packs_in - packs_out);
+	out->pack_bytes = out->packs * pool->first->pack_size;
+	out->live_allocs = allocs > frees ? (size_t)(allocs - frees) : 0;
+	out->used_bytes = used_in > used_out ? (size_t)(used_in - used_out) : 0;
+	out->large_allocs = large_in > large_out ? (size_t)(large_in - large_out) : 0;
+	out->large_bytes = lbytes_in > lbytes_out ? (size_t)(lbytes_in - lbytes_out) : 0;
 	return 0;
 }
 
 EP_API const char *ep_pool_backend(const struct ep_pool *pool)
 {
-	return pool ? pool->sub[0]->ops->name : NULL;
+	return pool ? pool->first->ops->name : NULL;
 }
 
 EP_API const char *ep_pool_reasons(const struct ep_pool *pool)
 {
-	return pool ? pool->sub[0]->reasons : NULL;
+	return pool ? pool->first->reasons : NULL;
 }
 
 /*
@@ -1726,9 +1895,6 @@ void ep__pool_hide_from_leak_check(void)
 {
 	pthread_mutex_lock(&g_pools_lock);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
-		/* frees refilled without the lock: their memcheck chunks go now */
-		sub_lock(p);
-		ep__unlock(&p->lock);
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
 		for (struct ep__pack *k = p->head; k; k = k->next)

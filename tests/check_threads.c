@@ -372,9 +372,9 @@ static struct ep_pool *pool_with_subs(const char *n, size_t limit)
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD, .limit = limit };
 	struct ep_pool *pool = NULL;
 
-	setenv("EXECPACK_SUBPOOLS", n, 1);
+	setenv("EXECPACK_HEAPS", n, 1);
 	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
-	unsetenv("EXECPACK_SUBPOOLS");
+	unsetenv("EXECPACK_HEAPS");
 	return pool;
 }
 

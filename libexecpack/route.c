@@ -1,0 +1,78 @@
+/*
+ * route.c - setting and clearing the address-to-heap table (route.h).
+ * Readers never lock; a new node is published with a compare-exchange, so
+ * two heaps mapping regions in the same 16 MiB at once both see one node.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "route.h"
+
+struct ep__route_mid *ep__route_top[EP__ROUTE_FAN];
+
+/* *slot, made (zeroed, size bytes) and published if it is still NULL. */
+static void *node_get(void **slot, size_t size)
+{
+	void *n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+	if (n)
+		return n;
+	void *fresh = calloc(1, size);
+
+	if (!fresh)
+		return NULL;
+	if (__atomic_compare_exchange_n(slot, &n, fresh, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return fresh;
+	free(fresh); /* another thread published one first: n is it */
+	return n;
+}
+
+static void **entry(uintptr_t page, bool make)
+{
+	if (page >> (3 * EP__ROUTE_BITS))
+		return NULL;
+	void **top = (void **)&ep__route_top[(page >> (2 * EP__ROUTE_BITS)) & EP__ROUTE_MASK];
+	struct ep__route_mid *m = make ? node_get(top, sizeof(*m))
+				       : __atomic_load_n(top, __ATOMIC_ACQUIRE);
+
+	if (!m)
+		return NULL;
+	void **mid = (void **)&m->leaf[(page >> EP__ROUTE_BITS) & EP__ROUTE_MASK];
+	struct ep__route_leaf *l = make ? node_get(mid, sizeof(*l))
+					: __atomic_load_n(mid, __ATOMIC_ACQUIRE);
+
+	return l ? &l->owner[page & EP__ROUTE_MASK] : NULL;
+}
+
+int ep__route_set(uintptr_t lo, size_t len, void *owner)
+{
+	uintptr_t first = lo >> EP__ROUTE_PAGE_SHIFT;
+	uintptr_t end = (lo + len + ((uintptr_t)1 << EP__ROUTE_PAGE_SHIFT) - 1) >>
+			EP__ROUTE_PAGE_SHIFT;
+
+	/* make every node first, so that a failure leaves nothing set */
+	for (uintptr_t p = first; p < end; p = (p | EP__ROUTE_MASK) + 1)
+		if (!entry(p, true))
+			return -ENOMEM;
+	for (uintptr_t p = first; p < end; p++)
+		__atomic_store_n(entry(p, false), owner, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void ep__route_clear(uintptr_t lo, size_t len)
+{
+	uintptr_t first = lo >> EP__ROUTE_PAGE_SHIFT;
+	uintptr_t end = (lo + len + ((uintptr_t)1 << EP__ROUTE_PAGE_SHIFT) - 1) >>
+			EP__ROUTE_PAGE_SHIFT;
+
+	for (uintptr_t p = first; p < end; p++) {
+		void **e = entry(p, false);
+
+		if (e)
+			__atomic_store_n(e, NULL, __ATOMIC_RELEASE);
+	}
+}

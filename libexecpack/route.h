@@ -1,0 +1,59 @@
+/*
+ * route.h - which heap owns an address, without taking any lock.
+ *
+ * A process-wide radix table maps every 4 KiB page of every region (pack or
+ * large mapping) of every pool to the heap that owns it.  A call on an
+ * existing allocation finds its owner in three dependent loads, whichever
+ * thread makes it, and no heap's lock is taken to learn it.  Entries are
+ * set before an address is handed out and cleared before its region is
+ * unmapped; nodes, once published, are never freed (they index address
+ * space, which is reused).
+ */
+#ifndef EP_ROUTE_H
+#define EP_ROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EP__ROUTE_PAGE_SHIFT 12
+#define EP__ROUTE_BITS 12 /* per level; three levels cover 48-bit addresses */
+#define EP__ROUTE_FAN ((size_t)1 << EP__ROUTE_BITS)
+#define EP__ROUTE_MASK (EP__ROUTE_FAN - 1)
+
+struct ep__route_leaf {
+	void *owner[EP__ROUTE_FAN];
+};
+
+struct ep__route_mid {
+	struct ep__route_leaf *leaf[EP__ROUTE_FAN];
+};
+
+extern struct ep__route_mid *ep__route_top[EP__ROUTE_FAN];
+
+/* Map [lo, lo+len) (page aligned) to owner; -ENOMEM if a node cannot be
+ * made or the range lies beyond what the table covers. */
+int ep__route_set(uintptr_t lo, size_t len, void *owner);
+/* Forget [lo, lo+len). */
+void ep__route_clear(uintptr_t lo, size_t len);
+
+/* The owner of addr, or NULL. */
+static inline void *ep__route_get(uintptr_t addr)
+{
+	uintptr_t page = addr >> EP__ROUTE_PAGE_SHIFT;
+
+	if (__builtin_expect(page >> (3 * EP__ROUTE_BITS), 0))
+		return NULL;
+	struct ep__route_mid *m = __atomic_load_n(
+		&ep__route_top[(page >> (2 * EP__ROUTE_BITS)) & EP__ROUTE_MASK], __ATOMIC_ACQUIRE);
+
+	if (!m)
+		return NULL;
+	struct ep__route_leaf *l =
+		__atomic_load_n(&m->leaf[(page >> EP__ROUTE_BITS) & EP__ROUTE_MASK], __ATOMIC_ACQUIRE);
+
+	if (!l)
+		return NULL;
+	return __atomic_load_n(&l->owner[page & EP__ROUTE_MASK], __ATOMIC_ACQUIRE);
+}
+
+#endif /* EP_ROUTE_H */
