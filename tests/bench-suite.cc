@@ -1531,8 +1531,10 @@ static void workload_fork()
 		for (int phase = 0; phase < 3; phase++) {
 			known[phase] = seen.size();
 			for (int c = 0; c < CHILDREN; c++, at += per) {
-				if (phase == 1)
+				if (phase == 1) {
 					spawn(prog);
+					memfd_inodes(seen);
+				}
 				t[phase] += churn_slice(a, q, live, at, at + per);
 				memfd_inodes(seen);
 			}
@@ -1552,7 +1554,8 @@ static void workload_fork()
 	     "workload 1's churn on one execpack pool, by the wall clock (the call included), in\n"
 	     "  slices: 100 without children (before); 100 each after a child, fork() + exec +\n"
 	     "  waitpid() (among; the child itself not timed); 100 more (after).  memfds: new\n"
-	     "  memfd inodes in /proc/self/maps and /proc/self/fd, looked at after each slice.\n"
+	     "  memfd inodes in /proc/self/maps and /proc/self/fd, looked at after each child\n"
+	     "  and each slice.\n"
 	     "  ratio = this / before.");
 	std::printf("  %zu ops per slice; the children run %s", per, prog);
 	if (rounds < g_rounds)
