@@ -3,6 +3,8 @@
 Exit status: 0 all passed, 1 a failure, 77 no executable memory here.
 EXECPACK_LIBRARY names the library under test; EXECPACK_HEADER, when set,
 is include/execpack.h, against which the stats keys are checked.
+Cases that once killed the interpreter (a call into freed or unmapped
+code) run in a child interpreter, so that a regression fails its test.
 """
 
 import ctypes
@@ -10,8 +12,13 @@ import errno
 import gc
 import os
 import re
+import resource
+import signal
+import subprocess
 import sys
+import textwrap
 import unittest
+import weakref
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execpack  # noqa: E402
@@ -22,6 +29,38 @@ ADD = bytes([0x8D, 0x04, 0x37, 0xC3])
 FORTY_TWO = bytes([0xB8, 0x2A, 0x00, 0x00, 0x00, 0xC3])
 # mov rax, imm64; ret  (the immediate starts at byte 2)
 MOV_RAX = bytes([0x48, 0xB8]) + (7).to_bytes(8, "little") + bytes([0xC3])
+# mov rax, rdi; ret
+IDENTITY = bytes([0x48, 0x89, 0xF8, 0xC3])
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZE_LIMIT = 1 << (8 * ctypes.sizeof(ctypes.c_size_t))      # SIZE_MAX + 1
+POINTER_LIMIT = 1 << (8 * ctypes.sizeof(ctypes.c_void_p))   # UINTPTR_MAX + 1
+
+
+def _no_core():
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def run_child(test, body):
+    """Run body in a fresh interpreter that has imported execpack, ctypes,
+    errno, gc and weakref and knows the code constants: what crashed the
+    interpreter once fails this test instead of killing the runner."""
+    script = ("import ctypes, errno, gc, sys, weakref\n"
+              "sys.path.insert(0, %r)\n"
+              "import execpack\n"
+              "FORTY_TWO = %r\n"
+              "%s\n"
+              "print('child done')\n") % (HERE, FORTY_TWO, textwrap.dedent(body))
+    r = subprocess.run([sys.executable, "-B", "-c", script], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True,
+                       timeout=120, preexec_fn=_no_core)
+    if r.returncode < 0:
+        how = "was killed by %s" % signal.Signals(-r.returncode).name
+    else:
+        how = "exited %d" % r.returncode
+    test.assertEqual(r.returncode, 0, "the child %s:\n%s" % (how, r.stdout))
+    test.assertIn("child done", r.stdout)
+    return r.stdout
 
 
 def header_stats_fields():
@@ -87,8 +126,8 @@ class BindingTest(unittest.TestCase):
             self.pool.free(f)
         self.assertEqual(cm.exception.errno, errno.EINVAL)
         self.assertIn(execpack.strerror(-errno.EINVAL), str(cm.exception))
-        self.assertEqual(cm.exception.strerror.split(": ", 1)[1],
-                         execpack.strerror(errno.EINVAL))
+        self.assertTrue(cm.exception.strerror.startswith("ep_free: "))
+        self.assertTrue(cm.exception.strerror.endswith(": " + execpack.strerror(errno.EINVAL)))
 
     def test_errors_are_oserror(self):
         with self.assertRaises(OSError) as cm:
@@ -177,6 +216,259 @@ class BindingTest(unittest.TestCase):
         self.assertGreaterEqual(st["large_bytes"], len(code))
         self.pool.free(f)
         self.assertEqual(self.pool.stats()["large_allocs"], 0)
+
+
+class LifetimeTest(unittest.TestCase):
+    """Functions and Images against the lifetime of their pool and code."""
+
+    def test_call_after_close_raises(self):
+        out = run_child(self, """
+            pool = execpack.Pool()
+            f = pool.load(FORTY_TWO)
+            assert f() == 42
+            pool.close()
+            try:
+                f()
+            except ValueError as e:
+                print("close:", e)
+            with execpack.Pool() as p:
+                g = p.load(FORTY_TWO)
+                assert g() == 42
+            try:
+                g()
+            except ValueError as e:
+                print("with:", e)
+            for call in (lambda: pool.free(f), lambda: p.write(g, b"\\x90")):
+                try:
+                    call()
+                except OSError as e:
+                    assert e.errno == errno.EINVAL, e
+                    print("method:", e)
+            """)
+        self.assertIn("close: call of <JitFunction", out)
+        self.assertIn("with: call of <JitFunction", out)
+        self.assertIn("Pool.close()", out)
+        self.assertEqual(out.count("method:"), 2, out)
+
+    def test_call_after_free_raises(self):
+        out = run_child(self, """
+            pool = execpack.Pool()
+            f = pool.load(FORTY_TWO)
+            pool.free(f)
+            try:
+                f()
+            except ValueError as e:
+                print("by function:", e)
+            g = pool.load(FORTY_TWO)
+            pool.free(g.address)
+            try:
+                g()
+            except ValueError as e:
+                print("by address:", e)
+            img = pool.alloc(len(FORTY_TWO))
+            ctypes.memmove(img.rw, FORTY_TWO, len(FORTY_TWO))
+            pool.finalize(img)
+            h = execpack.JitFunction(pool, img, ctypes.c_int, ())
+            assert h() == 42
+            pool.free(img)
+            try:
+                h()
+            except ValueError as e:
+                print("by image:", e)
+            k = pool.load(FORTY_TWO)
+            pool.free(execpack.Image(k.address, 0, k.size))
+            try:
+                k()
+            except ValueError as e:
+                print("by an Image made by hand:", e)
+            assert pool.stats()["live_allocs"] == 0
+            """)
+        for how in ("by function", "by address", "by image", "by an Image made by hand"):
+            self.assertIn(how + ": call of <JitFunction", out)
+        self.assertIn("was freed", out)
+
+    def test_function_and_image_keep_pool_alive(self):
+        pool = execpack.Pool()
+        alive = weakref.ref(pool)
+        img = pool.alloc(len(FORTY_TWO))
+        del pool
+        gc.collect()
+        self.assertIsNotNone(alive(), "the pool was destroyed under its Image")
+        ctypes.memmove(img.rw, FORTY_TWO, len(FORTY_TWO))
+        alive().finalize(img)
+        self.assertEqual(ctypes.CFUNCTYPE(ctypes.c_int)(img.exec)(), 42)
+        f = execpack.Pool().load(FORTY_TWO)
+        gc.collect()
+        self.assertEqual(f(), 42)
+        alive_f = weakref.ref(f.pool)
+        del f, img
+        gc.collect()
+        self.assertIsNone(alive(), "the pool outlives its last Image")
+        self.assertIsNone(alive_f(), "the pool outlives its last function")
+
+    def test_stale_function_cannot_touch_reused_memory(self):
+        pool = execpack.Pool()
+        self.addCleanup(pool.close)
+        f = pool.load(FORTY_TWO)
+        addr = f.address
+        pool.free(f)
+
+        def stale_calls_raise():
+            for what, call in (("free", lambda: pool.free(f)),
+                               ("write", lambda: pool.write(f, b"\xcc" * 4)),
+                               ("finalize", lambda: pool.finalize(f))):
+                with self.assertRaises(OSError, msg=what) as cm:
+                    call()
+                self.assertEqual(cm.exception.errno, errno.EINVAL)
+                self.assertIn("was freed", str(cm.exception))
+
+        stale_calls_raise()
+        # once the chunk is handed out again, the stale handle must not
+        # reach the function that got it (the library alone cannot tell)
+        fns = []
+        for _ in range(256):
+            fns.append(pool.load(MOV_RAX, restype=ctypes.c_uint64))
+            if fns[-1].address == addr:
+                live = pool.stats()["live_allocs"]
+                stale_calls_raise()
+                self.assertEqual(pool.stats()["live_allocs"], live)
+                self.assertEqual(fns[-1](), 7, "the function at the reused address is intact")
+                break
+        for g in fns:
+            pool.free(g)
+
+    def test_function_of_another_pool(self):
+        a = execpack.Pool()
+        b = execpack.Pool()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        f = a.load(FORTY_TWO)
+        img = a.alloc(16)
+        for what, call in (("free", lambda: b.free(f)),
+                           ("write", lambda: b.write(f, b"\x90")),
+                           ("finalize", lambda: b.finalize(img)),
+                           ("free image", lambda: b.free(img))):
+            with self.assertRaises(OSError, msg=what) as cm:
+                call()
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            self.assertIn("another pool", str(cm.exception))
+        self.assertEqual(f(), 42)
+        self.assertEqual(a.stats()["live_allocs"], 2)
+        a.free(f)
+        a.free(img)
+
+
+class IntegerRangeTest(unittest.TestCase):
+    """No integer reaches C truncated: each is checked against its C type."""
+
+    def setUp(self):
+        self.pool = execpack.Pool()
+
+    def tearDown(self):
+        self.pool.close()
+
+    def test_alloc_size(self):
+        with self.assertRaises(OverflowError):
+            self.pool.alloc(SIZE_LIMIT + 10)   # was a 64-byte image
+        with self.assertRaises(ValueError):
+            self.pool.alloc(-1)
+        with self.assertRaises(TypeError):
+            self.pool.alloc(64.0)
+        self.assertEqual(self.pool.stats()["live_allocs"], 0)
+
+    def test_write_offset(self):
+        f = self.pool.load(MOV_RAX, restype=ctypes.c_uint64)
+        imm = (99).to_bytes(8, "little")
+        with self.assertRaises(OverflowError):
+            self.pool.write(f, imm, offset=POINTER_LIMIT + 2)   # was offset 2
+        with self.assertRaises(OverflowError):
+            self.pool.write(f, imm, offset=POINTER_LIMIT - 1)   # wraps the address
+        with self.assertRaises(ValueError):
+            self.pool.write(f, imm, offset=-8)
+        with self.assertRaises(TypeError):
+            self.pool.write(f, 8, offset=2)   # not 8 zero bytes
+        self.assertEqual(f(), 7, "the code was not touched")
+        self.pool.write(f, imm, offset=2)
+        self.assertEqual(f(), 99)
+        self.pool.free(f)
+
+    def test_free_address(self):
+        f = self.pool.load(FORTY_TWO)
+        with self.assertRaises(OverflowError):
+            self.pool.free(f.address + POINTER_LIMIT)   # freed f.address
+        with self.assertRaises(ValueError):
+            self.pool.free(f.address - POINTER_LIMIT)
+        self.assertEqual(self.pool.stats()["live_allocs"], 1)
+        self.assertEqual(f(), 42)
+        self.pool.free(f.address)
+
+    def test_finalize_address(self):
+        img = self.pool.alloc(len(FORTY_TWO))
+        ctypes.memmove(img.rw, FORTY_TWO, len(FORTY_TWO))
+        with self.assertRaises(OverflowError):
+            self.pool.finalize(img.exec + POINTER_LIMIT)   # finalized img
+        self.pool.finalize(img)
+        self.assertEqual(ctypes.CFUNCTYPE(ctypes.c_int)(img.exec)(), 42)
+        self.pool.free(img)
+
+    def _rejected(self, exc, **kwargs):
+        with self.assertRaises(exc, msg=repr(kwargs)):
+            execpack.Pool(**kwargs).close()
+
+    def test_pool_flags(self):
+        self._rejected(OverflowError, flags=1 << 32)   # was accepted as 0
+        self._rejected(ValueError, flags=-1)
+        self._rejected(TypeError, flags=1.0)
+
+    def test_pool_limit(self):
+        self._rejected(OverflowError, limit=SIZE_LIMIT + execpack.CHUNK_SIZE)   # was 64
+        self._rejected(ValueError, limit=-1)
+
+    def test_pool_pack_size(self):
+        self._rejected(OverflowError, pack_size=SIZE_LIMIT + (2 << 20))
+        self._rejected(ValueError, pack_size=-4096)
+
+    def test_pool_backend(self):
+        with self.assertRaises(ValueError) as cm:
+            execpack.Pool(backend="nonsense")
+        self.assertNotIsInstance(cm.exception, OSError)
+        self.assertIn("nonsense", str(cm.exception))
+        self._rejected(OverflowError, backend=(1 << 32) + 1)   # was memfd
+        self._rejected(ValueError, backend=-1)
+        self._rejected(TypeError, backend=1.0)
+
+    def test_pool_path(self):
+        # a C string ends at the NUL: another path than the one asked for
+        self._rejected(ValueError, backend="memfd", path="/dev/shm\0/elsewhere")
+
+    def test_strerror(self):
+        with self.assertRaises(OverflowError):
+            execpack.strerror((1 << 32) + errno.EINVAL)
+        self.assertEqual(execpack.strerror(errno.EINVAL), execpack.strerror(-errno.EINVAL))
+
+    def test_load_int(self):
+        with self.assertRaises(TypeError):
+            self.pool.load(5)   # was 5 zero bytes of code
+        self.assertEqual(self.pool.stats()["live_allocs"], 0)
+
+    def test_call_arguments(self):
+        add = self.pool.load(ADD, argtypes=(ctypes.c_int, ctypes.c_int))
+        int_max = (1 << 31) - 1
+        self.assertEqual(add(int_max, 0), int_max)
+        self.assertEqual(add(-int_max - 1, 0), -int_max - 1)
+        with self.assertRaises(OverflowError):
+            add((1 << 32) + 2, 3)   # was 5
+        with self.assertRaises(OverflowError):
+            add(0, -int_max - 2)
+        ident = self.pool.load(IDENTITY, restype=ctypes.c_uint64,
+                               argtypes=(ctypes.c_void_p,))
+        self.assertEqual(ident(POINTER_LIMIT - 1), POINTER_LIMIT - 1)
+        with self.assertRaises(OverflowError):
+            ident(POINTER_LIMIT + 5)   # was 5
+        with self.assertRaises(OverflowError):
+            ident(-1)
+        self.pool.free(add)
+        self.pool.free(ident)
 
 
 def main():
