@@ -3,10 +3,12 @@
  *
  * One pack is one huge page: a single iTLB entry covers every program in
  * it.  The file is a MFD_HUGETLB memfd, or a file in a hugetlbfs mount when
- * ep_config.path names one.  A MAP_SHARED hugetlb mapping reserves its pages
- * when it is created, so "no huge page left" is an error from mmap at
- * ep_alloc() time, never a SIGBUS on first touch.  There is no silent 4 KiB
- * fallback: a pool that asked for hugetlb gets huge pages or an error.
+ * ep_config.path names one.  Every page of a new file is allocated
+ * (fallocate) before anything touches it: a mapping's reservation does not
+ * cover a cgroup's fault-time limit (hugetlb.2MB.max), under which the
+ * first touch would die of SIGBUS.  So "no huge page left" is an error at
+ * ep_alloc() time: -ENOSPC for a pool that asked for hugetlb, 4 KiB pages
+ * from then on for one that let AUTO choose.
  */
 #include "config.h"
 
@@ -68,8 +70,17 @@ static void explain_no_pages(char *why, size_t whylen, int err)
 	else if (avail - (rsvd > 0 ? rsvd : 0) <= 0)
 		ep__why(why, whylen, "hugetlb: no free huge pages (all %ld of vm.nr_hugepages in use)",
 			total);
+	else if (err == ENOSPC)
+		ep__why(why, whylen, "hugetlb: cannot allocate a huge page though %ld are free "
+			"(a cgroup's hugetlb.2MB.max, or the mount's size limit)", avail);
 	else
 		ep__why(why, whylen, "hugetlb: cannot map a huge page: %s", strerror(err));
+}
+
+/* The errors that mean "no huge page for us now" (mmap or fallocate). */
+static bool no_huge_page(int rc)
+{
+	return rc == -ENOMEM || rc == -ENOSPC;
 }
 
 static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
@@ -79,7 +90,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 
 	if (!be)
 		return -ENOMEM;
-	be->kind = (struct ep__memfd_kind){ .name = "hugetlb", .align = HUGE_SIZE };
+	be->kind = (struct ep__memfd_kind){ .name = "hugetlb", .align = HUGE_SIZE, .commit = 1 };
 	be->small = (struct ep__memfd_kind){ .name = "hugetlb", .align = 4096 };
 	/* A pool that asked for hugetlb gets huge pages or an error; one that
 	 * let AUTO choose keeps working on 4 KiB pages once they run out. */
@@ -118,18 +129,15 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 	/* Probe: create and map one huge page now, so AUTO and explicit pools
 	 * learn at ep_pool_create() whether huge pages can be had at all. */
 	int fd = ep__memfd_open(&be->kind, HUGE_SIZE, why, whylen);
-
-	if (fd < 0) {
-		free(be->dir);
-		free(be);
-		return fd;
-	}
 	struct ep__region r;
-	int rc = ep__memfd_map_fd(&be->kind, fd, HUGE_SIZE, NULL, NULL, &r, why, whylen);
+	int rc = fd;
 
-	close(fd);
+	if (fd >= 0) {
+		rc = ep__memfd_map_fd(&be->kind, fd, HUGE_SIZE, NULL, NULL, &r, why, whylen);
+		close(fd);
+	}
 	if (rc) {
-		if (rc == -ENOMEM) {
+		if (no_huge_page(rc)) {
 			explain_no_pages(why, whylen, -rc);
 			rc = -ENOSPC;
 		}
@@ -169,12 +177,12 @@ static int hugetlb_map(struct ep__backend *be, size_t size, ep_fill_fn fill, voi
 		out->handle = REGION_HUGE;
 		return 0;
 	}
-	if (rc == -ENOMEM && be->fallback) {
+	if (no_huge_page(rc) && be->fallback) {
 		rc = ep__memfd_map(&be->small, size, fill, ctx, out);
 		out->handle = REGION_SMALL;
 		return rc;
 	}
-	return rc == -ENOMEM ? -ENOSPC : rc; /* no huge page left: say so */
+	return no_huge_page(rc) ? -ENOSPC : rc; /* no huge page left: say so */
 }
 
 static void hugetlb_unmap(struct ep__backend *be, struct ep__region *r)
@@ -203,13 +211,13 @@ static int hugetlb_privatize(struct ep__backend *be, struct ep__region *r)
 {
 	int rc = ep__memfd_privatize(r->handle == REGION_SMALL ? &be->small : &be->kind, r);
 
-	if (rc == -ENOMEM && r->handle == REGION_HUGE && be->fallback) {
+	if (no_huge_page(rc) && r->handle == REGION_HUGE && be->fallback) {
 		rc = ep__memfd_privatize(&be->small, r);
 		if (rc == 0)
 			r->handle = REGION_SMALL;
 		return rc;
 	}
-	return rc == -ENOMEM && r->handle == REGION_HUGE ? -ENOSPC : rc;
+	return no_huge_page(rc) && r->handle == REGION_HUGE ? -ENOSPC : rc;
 }
 
 const struct ep__backend_ops ep__backend_hugetlb = {

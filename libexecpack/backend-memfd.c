@@ -106,6 +106,27 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 		close(fd);
 		return -e;
 	}
+	/*
+	 * Allocate the pages now where a fault could fail: a hugetlb page can
+	 * be mapped (reserved) but still not be had at fault time, under a
+	 * cgroup's hugetlb.<size>.max, and the first touch, the fill, would
+	 * die of SIGBUS.  fallocate() charges the same limit and says ENOSPC.
+	 */
+	if (kind->commit) {
+		int r;
+
+		do
+			r = fallocate(fd, 0, 0, (off_t)size);
+		while (r < 0 && errno == EINTR); /* hugetlbfs stops at signals */
+		if (r < 0 && errno != EOPNOTSUPP) {
+			int e = errno;
+
+			ep__why(why, whylen, "%s: cannot allocate the pages: %s", kind->name,
+				strerror(e));
+			close(fd);
+			return -e;
+		}
+	}
 	/* a file that cannot shrink cannot SIGBUS its mappings */
 	if (!kind->dir)
 		(void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);

@@ -15,9 +15,11 @@ struct ep__memfd_kind {
 	int map_flags;      /* extra mmap flags (MAP_POPULATE to reserve up front) */
 	size_t align;       /* page size of the file */
 	const char *dir;    /* a hugetlbfs mount to create files in, or NULL */
+	int commit;         /* allocate every page when the file is made (fallocate) */
 };
 
-/* A sized, sealed file of the kind; returns the fd or -errno (+ why). */
+/* A sized, sealed file of the kind; returns the fd or -errno (+ why).  With
+ * kind->commit, a page that cannot be had is -ENOSPC (or -ENOMEM) here. */
 int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, size_t whylen);
 /* Map fd twice (RW alias, filled, then RX view). */
 int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,

@@ -20,6 +20,7 @@
 #include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "execpack.h"
@@ -584,6 +585,83 @@ START_TEST(test_dev_threads)
 }
 END_TEST
 
+/*
+ * A create whose result cannot be copied out (the argument struct sits in a
+ * read-only page: -EFAULT) must never have made its pack findable: ids are
+ * the lowest free ones, so another thread destroying "the next id" hit the
+ * pack in that window and the module put it twice (refcount underflow, use
+ * after free).  The destroyer must only ever see -ENOENT.
+ */
+struct efault_race {
+	int fd;
+	volatile int stop;
+	unsigned long destroyed, other;
+};
+
+static void *destroy_next_id(void *arg)
+{
+	struct efault_race *r = arg;
+
+	while (!r->stop) {
+		int rc = destroy(r->fd, 1);
+
+		if (rc == 0)
+			r->destroyed++;
+		else if (rc != -ENOENT)
+			r->other++;
+	}
+	return NULL;
+}
+
+START_TEST(test_dev_create_efault_race)
+{
+	int fd = dev_open();
+	uint64_t base = info(fd).user_used;
+	unsigned char pat = 0xcc;
+	struct execpack_create *ro = mmap(NULL, page, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(ro, MAP_FAILED);
+	*ro = (struct execpack_create){
+		.size = sizeof(*ro), .len = page, .pattern = (uintptr_t)&pat, .pattern_len = 1,
+	};
+	ck_assert_int_eq(mprotect(ro, page, PROT_READ), 0);
+
+	struct efault_race r = { .fd = fd };
+	pthread_t t;
+	struct timespec t0, now;
+	unsigned long rounds = 0, efault = 0;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, destroy_next_id, &r), 0);
+	/* Bounded in time too: a few seconds even on an emulated CPU. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 100; i++, rounds++)
+			efault += xioctl(fd, EXECPACK_IOC_CREATE, ro) == -EFAULT;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (rounds < 20000 &&
+		 (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
+	r.stop = 1;
+	pthread_join(t, NULL);
+
+	ck_assert_uint_eq(efault, rounds);
+	ck_assert_msg(r.destroyed == 0,
+		      "destroy found %lu of %lu packs whose create failed with EFAULT", r.destroyed,
+		      rounds);
+	ck_assert_uint_eq(r.other, 0);
+	ck_assert_uint_eq(info(fd).user_used, base);
+	/* no id stayed reserved: the next create gets the lowest one again */
+	struct execpack_create c;
+
+	ck_assert_int_eq(create(fd, page, &pat, 1, &c), 0);
+	ck_assert_uint_eq(c.id, 1);
+	ck_assert_int_eq(destroy(fd, c.id), 0);
+	ck_assert_uint_eq(info(fd).user_used, base);
+	munmap(ro, page);
+	close(fd);
+}
+END_TEST
+
 /* Each open is a context: its packs and their charge go with its file. */
 START_TEST(test_dev_context_release)
 {
@@ -730,6 +808,7 @@ static Suite *kmod_suite(void)
 	tcase_add_test(dev, test_dev_bad_input);
 	tcase_add_test(dev, test_dev_context_release);
 	tcase_add_test(dev, test_dev_threads);
+	tcase_add_test(dev, test_dev_create_efault_race);
 	tcase_add_test(dev, test_dev_user_limit);
 	tcase_add_test(klog, test_nothing_left_charged);
 	tcase_add_test(klog, test_kernel_log_clean);

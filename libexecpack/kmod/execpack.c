@@ -14,7 +14,8 @@
  * spirit of bpf_jit_limit.
  *
  * Locking: ctx->lock guards the id table; pack->lock serialises writes
- * into one pack.  mmap() runs under mmap_lock and takes ctx->lock, while
+ * into one pack.  An id is reserved (NULL) until create has copied it out,
+ * so only a caller that was told the id can find the pack.  mmap() runs under mmap_lock and takes ctx->lock, while
  * the copy ioctl may fault on its source (taking mmap_lock) under
  * pack->lock, so ctx->lock is never held across a user access.
  */
@@ -326,7 +327,13 @@ static long ep_ioc_create(struct ep_ctx *ctx, void __user *uarg)
 		ret = -ENOSPC;
 		goto err;
 	}
-	id = idr_alloc(&ctx->ids, p, 1, INT_MAX, GFP_KERNEL);
+	/*
+	 * Reserve the id (a NULL entry) but publish the pack only once the
+	 * caller holds the result: ids are guessable, so a pack findable before
+	 * the copy-out could be destroyed by another thread while this one,
+	 * failing the copy, still owns the reference.
+	 */
+	id = idr_alloc(&ctx->ids, NULL, 1, INT_MAX, GFP_KERNEL);
 	if (id < 0) {
 		mutex_unlock(&ctx->lock);
 		ret = id;
@@ -339,13 +346,15 @@ static long ep_ioc_create(struct ep_ctx *ctx, void __user *uarg)
 	a.id = id;
 	a.cookie = (u64)p->pgoff << PAGE_SHIFT;
 	ret = ep_put_arg(uarg, &a, sizeof(a));
-	if (ret) {
-		/* The caller never learnt the id: nobody else can free it. */
-		mutex_lock(&ctx->lock);
+	mutex_lock(&ctx->lock);
+	if (ret)
 		idr_remove(&ctx->ids, id);
-		mutex_unlock(&ctx->lock);
-		ep_pack_put(p);
-	}
+	else
+		/* Only create fills or removes a reserved slot: it is still NULL. */
+		WARN_ON(idr_replace(&ctx->ids, p, id) != NULL);
+	mutex_unlock(&ctx->lock);
+	if (ret)
+		ep_pack_put(p);	/* never published: the only reference */
 	return ret;
 err:
 	ep_pack_free(p);
@@ -432,7 +441,10 @@ static long ep_ioc_destroy(struct ep_ctx *ctx, void __user *uarg)
 	if (ret)
 		return ret;
 	mutex_lock(&ctx->lock);
-	p = a.id > INT_MAX ? NULL : idr_remove(&ctx->ids, a.id);
+	/* A reserved id (its create still copying out) is no pack yet. */
+	p = a.id > INT_MAX ? NULL : idr_find(&ctx->ids, a.id);
+	if (p)
+		idr_remove(&ctx->ids, a.id);
 	mutex_unlock(&ctx->lock);
 	if (!p)
 		return -ENOENT;

@@ -48,7 +48,9 @@ struct execpack_info {
  * EXECPACK_IOC_CREATE: a pack of len bytes (a multiple of page_size), every
  * byte filled with the pattern before it can be mapped.  Offset x holds
  * pattern[x % pattern_len].  mmap(fd, offset = cookie) maps it, PROT_READ
- * and PROT_EXEC only.
+ * and PROT_EXEC only.  The id is usable (by any thread) once the call has
+ * returned 0; when the result cannot be written back (EFAULT) no pack was
+ * made and nothing is charged.
  */
 struct execpack_create {
 	__u32 size;
