@@ -28,7 +28,8 @@ EP_API const char *ep_strerror(int err)
 	case -ENOENT: return "No such file or directory (device node or mount missing)";
 	case -ENOSYS: return "Function not implemented by this kernel";
 	case -EOPNOTSUPP: return "Operation not supported by this backend or kernel";
-	case -EBUSY: return "Busy (another thread is finalizing this allocation, or the device is in use)";
+	case -EBUSY: return "Busy (the device is in use)";
+	case -EDEADLK: return "Resource deadlock avoided (a fill callback called back into the library)";
 	case -EFAULT: return "Bad address";
 	case -E2BIG: return "Argument too large (config struct from a newer library with non-zero new fields)";
 	case -EMFILE: return "Too many open files";

@@ -150,6 +150,8 @@ struct ep__sub {
 	struct ep__backend *be;
 	ep_fill_fn fill;
 	void *fill_ctx;
+	ep_fill_fn user_fill; /* ep_config.fill, called through fill_guarded() */
+	void *user_fill_ctx;
 	unsigned flags;
 	size_t limit;
 	size_t pack_size;
@@ -363,6 +365,22 @@ static void atfork_install(void)
 	}
 	ep__lock_setup();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/*
+ * A caller's fill runs with a heap locked (a new pack, a refill at free): a
+ * call back into the library from it would wait for that lock forever, so
+ * such a call fails with -EDEADLK instead (ep_pool_create(3)).
+ */
+static __thread int tl_in_fill;
+
+static void fill_guarded(void *dst, size_t len, void *ctx)
+{
+	const struct ep__sub *first = ctx;
+
+	tl_in_fill++;
+	first->user_fill(dst, len, first->user_fill_ctx);
+	tl_in_fill--;
 }
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -1039,11 +1057,15 @@ static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
 	}
 	if (want != EP_BACKEND_AUTO) {
 		const struct ep__backend_ops *ops = backend_ops(want);
+		/* EXECPACK_BACKEND=name means what the explicit backend means
+		 * (no fallback the backend keeps for AUTO) */
+		struct ep_config named = *cfg;
 
 		if (!ops)
 			return (unsigned)want > EP_BACKEND_KMOD ? -EINVAL : -ENODEV;
+		named.backend = want;
 		why[0] = 0;
-		int rc = ops->open(cfg, &pool->be, why, sizeof(why));
+		int rc = ops->open(&named, &pool->be, why, sizeof(why));
 
 		if (rc) {
 			add_reason(pool, why);
@@ -1074,6 +1096,45 @@ static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
 		add_reason(pool, why);
 	}
 	return first;
+}
+
+/*
+ * The one validation of a config, for ep_pool_create() and
+ * ep_backend_probe() alike: copied and checked, the backend (backend, or
+ * cfg's own when negative) opened, and what depends on the backend checked.
+ * On success pool->ops and pool->be are open and *cfg holds the copy.
+ */
+static int open_checked(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
+			struct ep__sub *pool)
+{
+	int rc = config_copy(cfg_in, cfg);
+
+	if (rc)
+		return rc;
+	if (backend >= 0)
+		cfg->backend = (enum ep_backend)backend;
+	if ((cfg->flags & ~EP_F_ALL) || (unsigned)cfg->backend > EP_BACKEND_KMOD)
+		return -EINVAL;
+	rc = open_backend(pool, cfg);
+	if (rc)
+		return rc;
+	if ((cfg->flags & EP_F_SEAL) && sys_mseal(NULL, 0) == -ENOSYS) {
+		/* mseal(addr, 0) is a no-op where the call exists (Linux 6.10+) */
+		add_reason(pool, "seal: mseal() not supported by this kernel");
+		rc = -EOPNOTSUPP;
+	} else {
+		size_t page = pool->ops->page_size(pool->be);
+		size_t pack = cfg->pack_size ? cfg->pack_size : pool->ops->default_pack_size(pool->be);
+
+		if (pack % page || pack > EP__MAX_PACK_SIZE)
+			rc = -EINVAL;
+	}
+	if (rc) {
+		pool->ops->close(pool->be);
+		pool->ops = NULL;
+		pool->be = NULL;
+	}
+	return rc;
 }
 
 /* Lock, random seed, and a place in the list the fork handlers walk. */
@@ -1129,13 +1190,6 @@ static int sub_create(const struct ep_config *cfg_in, struct ep__sub **out)
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	rc = config_copy(cfg_in, &cfg);
-	if (rc)
-		return rc;
-	if (cfg.flags & ~EP_F_ALL)
-		return -EINVAL;
-	if ((unsigned)cfg.backend > EP_BACKEND_KMOD)
-		return -EINVAL;
 
 	struct ep__sub *pool = calloc(1, sizeof(*pool));
 
@@ -1147,7 +1201,7 @@ static int sub_create(const struct ep_config *cfg_in, struct ep__sub **out)
 		return -ENOMEM;
 	}
 	pool->hash_mask = 63;
-	rc = open_backend(pool, &cfg);
+	rc = open_checked(cfg_in, -1, &cfg, pool);
 	if (rc) {
 		free(pool->hash);
 		free(pool);
@@ -1156,24 +1210,15 @@ static int sub_create(const struct ep_config *cfg_in, struct ep__sub **out)
 #ifdef EP_TEST_HOOKS
 	pool->ops = ep__test_wrap_backend(pool->ops);
 #endif
-	if ((cfg.flags & EP_F_SEAL) && sys_mseal(NULL, 0) == -ENOSYS) {
-		/* mseal(addr, 0) is a no-op where the call exists (Linux 6.10+) */
-		add_reason(pool, "seal: mseal() not supported by this kernel");
-		pool->ops->close(pool->be);
-		free(pool->hash);
-		free(pool);
-		return -EOPNOTSUPP;
-	}
 	pool->page_size = pool->ops->page_size(pool->be);
 	pool->pack_size = cfg.pack_size ? cfg.pack_size : pool->ops->default_pack_size(pool->be);
-	if (pool->pack_size % pool->page_size || pool->pack_size > EP__MAX_PACK_SIZE) {
-		pool->ops->close(pool->be);
-		free(pool->hash);
-		free(pool);
-		return -EINVAL;
+	pool->fill = ep__fill_default;
+	if (cfg.fill) {
+		pool->user_fill = cfg.fill;
+		pool->user_fill_ctx = cfg.fill_ctx;
+		pool->fill = fill_guarded;
+		pool->fill_ctx = pool;
 	}
-	pool->fill = cfg.fill ? cfg.fill : ep__fill_default;
-	pool->fill_ctx = cfg.fill_ctx;
 	pool->flags = cfg.flags;
 	pool->limit = cfg.limit;
 	sub_start(pool);
@@ -1477,17 +1522,14 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 {
 	struct ep_config cfg;
 	struct ep__sub probe;
-	int rc = config_copy(cfg_in, &cfg);
+	int rc;
 
 	if (why && whylen)
 		why[0] = 0;
-	if (rc)
-		return rc;
 	if ((unsigned)backend > EP_BACKEND_KMOD)
 		return -EINVAL;
-	cfg.backend = backend;
 	memset(&probe, 0, sizeof(probe));
-	rc = open_backend(&probe, &cfg);
+	rc = open_checked(cfg_in, (int)backend, &cfg, &probe);
 	if (rc) {
 		ep__why(why, whylen, "%s", probe.reasons);
 		return rc;
@@ -1777,6 +1819,8 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 {
 	if (!pool)
 		return -EINVAL;
+	if (__builtin_expect(tl_in_fill, 0))
+		return -EDEADLK;
 	fork_check();
 	struct ep__sub *h = home(pool);
 
@@ -1787,6 +1831,8 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
  * whichever thread makes them. */
 #define ON_OWNER(pool, addr, call)                                 \
 	do {                                                       \
+		if (__builtin_expect(tl_in_fill, 0))               \
+			return -EDEADLK;                           \
 		fork_check();                                      \
 		struct ep__sub *pool_ = owner_of(pool, addr);      \
 		return pool_ ? (call) : -EINVAL;                   \

@@ -172,6 +172,66 @@ START_TEST(test_hugetlbfs_under_memfd_noexec)
 }
 END_TEST
 
+/* ep_backend_probe() checks a config exactly as ep_pool_create() does. */
+START_TEST(test_probe_agrees_with_create)
+{
+	static const struct {
+		unsigned flags;
+		size_t pack_size;
+	} cases[] = {
+		{ 0x80, 0 }, { 0x80000000u, 0 }, { 0, 1000 }, { 0, 4096 + 64 }, { 0, 0 },
+		{ 0, (size_t)4 << 20 }, { 0, (size_t)2 << 30 },
+	};
+
+	unsetenv("EXECPACK_BACKEND");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+					 .flags = cases[i].flags, .pack_size = cases[i].pack_size };
+		struct ep_pool *p = NULL;
+		int created = ep_pool_create(&cfg, &p);
+		int probed = ep_backend_probe(EP_BACKEND_MEMFD, &cfg, NULL, 0);
+
+		ck_assert_msg(created == probed, "flags %#x pack_size %zu: create %d, probe %d",
+			      cases[i].flags, cases[i].pack_size, created, probed);
+		if (p)
+			ep_pool_destroy(p);
+	}
+}
+END_TEST
+
+/* EXECPACK_BACKEND=hugetlb means an explicit hugetlb pool: it stops with
+ * -ENOSPC when the huge pages run out, never goes on with 4 KiB pages. */
+START_TEST(test_env_hugetlb_is_explicit)
+{
+	long free_pages = tu_free_huge_pages();
+	struct ep_pool *p = NULL;
+	struct ep_stats st;
+	void *got[64];
+	int n = 0, rc = 0;
+
+	setenv("EXECPACK_BACKEND", "hugetlb", 1);
+	rc = ep_pool_create(NULL, &p);
+	unsetenv("EXECPACK_BACKEND");
+	ck_assert_int_eq(rc, 0);
+	ck_assert_str_eq(ep_pool_backend(p), "hugetlb");
+	/* a pack (2 MiB) a program: every program takes a huge page */
+	for (n = 0; n < 64; n++) {
+		struct ep_image im;
+
+		rc = ep_alloc(p, (size_t)2 << 20, &im);
+		if (rc)
+			break;
+		got[n] = im.exec;
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_int_le(n, free_pages);
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(ep_free(p, got[i]), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auto");
@@ -179,6 +239,11 @@ int main(void)
 
 	tcase_add_test(tc, test_auto_order_and_reasons);
 	tcase_add_test(tc, test_env_selects);
+	tcase_add_test(tc, test_probe_agrees_with_create);
+	if (tu_free_huge_pages() <= 0 || tu_free_huge_pages() > 64)
+		printf("SKIP: test_env_hugetlb_is_explicit: needs 1 to 64 free 2 MiB huge pages\n");
+	else
+		tcase_add_test(tc, test_env_hugetlb_is_explicit);
 	if (geteuid() != 0)
 		printf("SKIP: test_hugetlbfs_under_memfd_noexec: needs root (namespaces, mount)\n");
 	else if (tu_free_huge_pages() <= 0)

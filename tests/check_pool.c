@@ -293,6 +293,56 @@ START_TEST(test_custom_fill)
 }
 END_TEST
 
+/* A fill that calls back into the library gets -EDEADLK, not a hang (it
+ * runs with a heap locked): for a new pack and for a refill at free. */
+struct reentry {
+	struct ep_pool *pool;
+	void *victim;
+	int calls, alloc_rc, free_rc;
+};
+
+static void fill_reenter(void *dst, size_t len, void *ctx)
+{
+	struct reentry *r = ctx;
+	struct ep_image im;
+
+	memset(dst, 0xcc, len);
+	if (!r->pool)
+		return;
+	r->calls++;
+	r->alloc_rc = ep_alloc(r->pool, 64, &im);
+	r->free_rc = r->victim ? ep_free(r->pool, r->victim) : 0;
+}
+
+START_TEST(test_fill_reentry_refused)
+{
+	struct reentry r = { 0 };
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .fill = fill_reenter, .fill_ctx = &r };
+	struct ep_pool *p;
+	int rc;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	void *keep = tu_jit_ret(p, 6, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	void *f = tu_jit_ret(p, 6, 2, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	r.pool = p;
+	r.victim = keep;
+	ck_assert_int_eq(ep_free(p, f), 0); /* refill: the fill calls in */
+	ck_assert_int_ge(r.calls, 1);
+	ck_assert_int_eq(r.alloc_rc, -EDEADLK);
+	ck_assert_int_eq(r.free_rc, -EDEADLK);
+	ck_assert_int_eq(tu_as_fn(keep)(), 1); /* not freed from inside */
+	r.pool = NULL;
+	ck_assert_int_eq(ep_free(p, keep), 0);
+	ck_assert_str_ne(ep_strerror(-EDEADLK), "Unknown error");
+	ep_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_write_before_and_after_finalize)
 {
 	struct ep_image img;
@@ -643,6 +693,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, test_ten_thousand_programs);
 	tcase_add_test(tc, test_fill_visible_through_exec);
 	tcase_add_test(tc, test_custom_fill);
+	tcase_add_test(tc, test_fill_reentry_refused);
 	tcase_add_test(tc, test_write_before_and_after_finalize);
 	tcase_add_test(tc, test_bad_inputs);
 	tcase_add_test(tc, test_config_sizes);
