@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "lock.h"
 
@@ -25,6 +27,7 @@ static int ep__membarrier(int cmd)
 
 /* A page of our own whose protection heavy_barrier() may change. */
 static unsigned char *g_barrier_page;
+static size_t g_barrier_len;
 
 /*
  * Every running thread of this process passes a full memory barrier before
@@ -35,6 +38,16 @@ static unsigned char *g_barrier_page;
  */
 int ep__lock_test_no_membarrier;
 
+static int protect(int prot)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		if (mprotect(g_barrier_page, g_barrier_len, prot) == 0)
+			return 0;
+		sched_yield();
+	}
+	return -1;
+}
+
 static void heavy_barrier(void)
 {
 	if (!ep__lock_test_no_membarrier) {
@@ -44,9 +57,18 @@ static void heavy_barrier(void)
 		    ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
 			return;
 	}
+	/* Fails closed: a revocation that cannot fence would let the owner
+	 * and the revoker both hold the lock, so if the page's protection
+	 * cannot be changed (only without memory to split the mapping, and
+	 * retried), the process stops rather than go on unfenced. */
 	__atomic_store_n(g_barrier_page, 1, __ATOMIC_SEQ_CST);
-	(void)mprotect(g_barrier_page, 4096, PROT_READ);
-	(void)mprotect(g_barrier_page, 4096, PROT_READ | PROT_WRITE);
+	if (protect(PROT_READ) == 0 && protect(PROT_READ | PROT_WRITE) == 0)
+		return;
+	static const char msg[] =
+		"libexecpack: no memory barrier can be issued (membarrier and mprotect fail)\n";
+
+	(void)!write(2, msg, sizeof(msg) - 1);
+	abort();
 }
 
 /* Called by ep_pool_create() (under its once-lock) and in fork children. */
@@ -62,7 +84,11 @@ void ep__lock_setup(void)
 		     ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 	}
 	if (ok && !g_barrier_page) {
-		void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		long pg = sysconf(_SC_PAGESIZE);
+
+		g_barrier_len = pg > 0 ? (size_t)pg : 4096;
+		void *m = mmap(NULL, g_barrier_len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (m == MAP_FAILED)
 			ok = 0; /* no fallback barrier: no bias */
