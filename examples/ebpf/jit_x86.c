@@ -16,7 +16,8 @@
  * image is then allocated, and passes repeat with the executable address
  * known, so helper calls within +-2 GiB become `call rel32`; the result
  * can only shrink, and the final pass writes into image.rw.  Bytes past
- * the end stay the library's INT3 fill.
+ * the end stay the library's INT3 fill.  NOPs around each call keep the
+ * fields that live patching rewrites inside aligned 8-byte words.
  */
 #include <errno.h>
 #include <stdlib.h>
