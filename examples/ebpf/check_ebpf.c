@@ -4,14 +4,18 @@
  * the JIT; every verifier rejection with its instruction index and
  * reason; live patching of a JIT call with ep_write().
  */
+#define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <elf.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ebpf_asm.h"
+#include "ebpf_int.h"
 #include "execpack.h"
 #include "helpers.h"
 
@@ -333,6 +337,24 @@ static const struct tcase cases[] = {
 	  ST(EBPF_DW, R10, -8, 2), LDX(EBPF_DW, R0, R10, -8), EXIT()),
 	T("helper from a local function", 21, MOV64_IMM(R1, 20), CALL_LOCAL(2), ALU64_IMM(EBPF_ADD, R0, 1), EXIT(),
 	  CALL_HELPER(EBPF_HELPER_IDENTITY), EXIT()),
+	/*
+	 * The last instruction may be `ja` (the kernel's rule: exit or an
+	 * unconditional jump), as in bpf_conformance's exit-not-last and ja32.
+	 */
+	T("ends in ja (exit not last)", 3, MOV64_IMM(R0, 1), JA(1), EXIT(), ALU64_IMM(EBPF_ADD, R0, 2), JA(-3)),
+	T("ends in ja32", 5, MOV64_IMM(R0, 1), JA32(1), EXIT(), ALU64_IMM(EBPF_ADD, R0, 4), JA32(-3)),
+	T("last function ends in ja", 6, MOV64_IMM(R1, 5), CALL_LOCAL(1), EXIT(),
+	  MOV64_REG(R0, R1), JA(1), EXIT(), ALU64_IMM(EBPF_ADD, R0, 1), JA(-3)),
+	T("ends in a ja loop", 10, MOV64_IMM(R0, 0), JA(1), EXIT(), ALU64_IMM(EBPF_ADD, R0, 1),
+	  JMP_IMM(EBPF_JEQ, R0, 10, -3), JA(-3)),
+	/* clang -O2's shape of a C filter: the shared exit block sits mid-function, the last goto jumps back to it */
+#define C_FILTER MOV64_IMM(R0, 0), LDX(EBPF_B, R2, R1, 0), JMP_IMM(EBPF_JNE, R2, 0x45, 1), JA(1), EXIT(), \
+	LDX(EBPF_B, R3, R1, 1), MOV64_IMM(R0, 1), JMP_IMM(EBPF_JEQ, R3, 6, -4), MOV64_IMM(R0, 2), \
+	JMP_IMM(EBPF_JEQ, R3, 17, -6), MOV64_IMM(R0, 0), JA(-8)
+	TM("C filter ending in goto -8: tcp", "\x45\x06", 1, C_FILTER),
+	TM("C filter ending in goto -8: udp", "\x45\x11", 2, C_FILTER),
+	TM("C filter ending in goto -8: icmp", "\x45\x01", 0, C_FILTER),
+	TM("C filter ending in goto -8: not ipv4", "\x60\x06", 0, C_FILTER),
 	T("local function loop then ja end", 6, MOV64_IMM(R1, 3), CALL_LOCAL(1), EXIT(),
 	  MOV64_IMM(R0, 0), ALU64_REG(EBPF_ADD, R0, R1), ALU64_IMM(EBPF_SUB, R1, 1), JMP_IMM(EBPF_JNE, R1, 0, -3), EXIT()),
 };
@@ -424,7 +446,13 @@ static const struct rcase rejects[] = {
 	REJ("lddw bad second slot", 0, "second slot", INSN(0x18, 0, 0, 0, 1), INSN(0x07, 0, 0, 0, 0), EXIT()),
 	REJ("lddw map pseudo src", 0, "not supported", INSN(0x18, 0, 1, 0, 1), INSN(0, 0, 0, 0, 0), EXIT()),
 	REJ("no exit at end", 0, "does not end with exit", MOV64_IMM(R0, 0)),
-	REJ("ends in ja", 1, "does not end with exit", MOV64_IMM(R0, 0), JA(-2)),
+	REJ("ends in a conditional jump", 1, "does not end with exit or ja",
+	    MOV64_IMM(R0, 0), JMP_IMM(EBPF_JEQ, R0, 0, -2)),
+	REJ("ends in a call", 1, "does not end with exit or ja", MOV64_IMM(R1, 0), CALL_HELPER(5)),
+	REJ("ends in ja past the end", 1, "out of range", MOV64_IMM(R0, 0), JA(0)),
+	REJ("ends in ja32 past the end", 1, "out of range", MOV64_IMM(R0, 0), JA32(0)),
+	REJ("function ends in conditional jump", 4, "falls into", CALL_LOCAL(2), CALL_LOCAL(3), EXIT(),
+	    MOV64_IMM(R0, 0), JMP_IMM(EBPF_JEQ, R0, 0, -2), EXIT()),
 	REJ("ends with lddw", 2, "does not end", EXIT(), LDDW(R0, 1)),
 	REJ("empty program", -1, "empty", EXIT()), /* n forced to 0 below */
 	REJ("stack below frame", 0, "outside", ST(EBPF_DW, R10, -520, 0), EXIT()),
@@ -736,6 +764,572 @@ START_TEST(test_elf_robust)
 }
 END_TEST
 
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * levels functions, each calling the next from k sites and summing the
+ * results, then a leaf returning 1: r0 = k^levels.  The verifier used to
+ * walk a function once per call site, k^levels walks in all.
+ */
+static size_t call_tree(struct ebpf_insn *out, int k, int levels)
+{
+	size_t n = 0;
+
+	for (int l = 0; l < levels; l++) {
+		size_t next = n + 2 * (size_t)k + 3; /* start of function l + 1 */
+
+		out[n++] = (struct ebpf_insn)MOV64_IMM(R6, 0);
+		for (int c = 0; c < k; c++) {
+			out[n] = (struct ebpf_insn)CALL_LOCAL((int32_t)(next - (n + 1)));
+			n++;
+			out[n++] = (struct ebpf_insn)ALU64_REG(EBPF_ADD, R6, R0);
+		}
+		out[n++] = (struct ebpf_insn)MOV64_REG(R0, R6);
+		out[n++] = (struct ebpf_insn)EXIT();
+		ck_assert_uint_eq(n, next);
+	}
+	out[n++] = (struct ebpf_insn)MOV64_IMM(R0, 1);
+	out[n++] = (struct ebpf_insn)EXIT();
+	return n;
+}
+
+START_TEST(test_verify_linear)
+{
+	static struct ebpf_insn prog[7 * (2 * 26 + 3) + 2];
+	struct ebpf_vm *vm;
+	struct ebpf_prog *p;
+	struct ebpf_err err;
+	uint64_t r0;
+	size_t n;
+
+	ck_assert_int_eq(ebpf_vm_create(pool, &vm), 0);
+	/* Small enough to run: both engines agree on 3^7. */
+	n = call_tree(prog, 3, 7);
+	ck_assert_msg(ebpf_load(vm, prog, n, NULL, &p, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(ebpf_run_interp(p, NULL, 0, &r0), 0);
+	ck_assert_uint_eq(r0, 2187);
+	ck_assert_int_eq(ebpf_jit(p, &err), 0);
+	ck_assert_int_eq(ebpf_run_jit(p, NULL, 0, &r0), 0);
+	ck_assert_uint_eq(r0, 2187);
+	ebpf_unload(p);
+	/* 7 levels of 26 call sites: 26^7 walks before, one per function now. */
+	n = call_tree(prog, 26, 7);
+	double t0 = now();
+
+	ck_assert_msg(ebpf_load(vm, prog, n, NULL, &p, &err) == 0, "%s", err.msg);
+	double t = now() - t0;
+
+	ck_assert_msg(t < 1.0, "verifying %zu instructions took %.2f s", n, t);
+	ebpf_unload(p);
+	/* One more level is one frame too many, found at the leaf's caller. */
+	n = call_tree(prog, 26, 7);
+	prog[n - 2] = (struct ebpf_insn)CALL_LOCAL(1);
+	prog[n - 1] = (struct ebpf_insn)EXIT();
+	struct ebpf_insn *deeper = malloc((n + 2) * sizeof(*deeper));
+
+	ck_assert_ptr_nonnull(deeper);
+	memcpy(deeper, prog, n * sizeof(*deeper));
+	deeper[n] = (struct ebpf_insn)MOV64_IMM(R0, 1);
+	deeper[n + 1] = (struct ebpf_insn)EXIT();
+	ck_assert_int_eq(ebpf_load(vm, deeper, n + 2, NULL, &p, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "depth"), "%s", err.msg);
+	ck_assert_int_eq(err.insn, (int)n - 2);
+	/* A function reached at two depths: fits from the shallow site, not the deep one. */
+	static const struct ebpf_insn two_depths[] = {
+		CALL_LOCAL(2), CALL_LOCAL(3), EXIT(),  /* main: f (2 frames), g */
+		CALL_LOCAL(3), EXIT(),                 /* f: 7 frames deep from here */
+		CALL_LOCAL(-3), EXIT(),                /* g: f again, at 3 frames */
+		CALL_LOCAL(1), EXIT(), CALL_LOCAL(1), EXIT(), CALL_LOCAL(1), EXIT(),
+		CALL_LOCAL(1), EXIT(), CALL_LOCAL(1), EXIT(), MOV64_IMM(R0, 1), EXIT(),
+	};
+	ck_assert_int_eq(ebpf_load(vm, two_depths, sizeof(two_depths) / sizeof(two_depths[0]), NULL, &p, &err),
+			 -EINVAL);
+	ck_assert_msg(strstr(err.msg, "depth"), "%s", err.msg);
+	ck_assert_int_eq(err.insn, 15);
+	/* Without g, f's depth fits. */
+	static const struct ebpf_insn one_depth[] = {
+		CALL_LOCAL(2), MOV64_IMM(R0, 1), EXIT(),
+		CALL_LOCAL(3), EXIT(),
+		MOV64_IMM(R0, 0), EXIT(),
+		CALL_LOCAL(1), EXIT(), CALL_LOCAL(1), EXIT(), CALL_LOCAL(1), EXIT(),
+		CALL_LOCAL(1), EXIT(), CALL_LOCAL(1), EXIT(), MOV64_IMM(R0, 1), EXIT(),
+	};
+	ck_assert_msg(ebpf_load(vm, one_depth, sizeof(one_depth) / sizeof(one_depth[0]), NULL, &p, &err) == 0,
+		      "%s", err.msg);
+	ebpf_unload(p);
+	free(deeper);
+	ebpf_vm_destroy(vm);
+}
+END_TEST
+
+/*
+ * A relocatable BPF object built section by section: what clang emits,
+ * without needing clang.  Section 0 is the null one; the name table is
+ * added by elfb_end().
+ */
+struct elfb {
+	_Alignas(8) uint8_t buf[4096];
+	size_t len;
+	Elf64_Shdr sh[12];
+	int nsh;
+	char names[256];
+	size_t names_len;
+};
+
+static void elfb_start(struct elfb *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->len = sizeof(Elf64_Ehdr);
+	b->nsh = 1;
+	b->names_len = 1;
+}
+
+static int elfb_sec(struct elfb *b, const char *name, uint32_t type, uint64_t flags, const void *data,
+		    size_t size, uint32_t link, uint32_t info, uint64_t entsize)
+{
+	size_t nl = strlen(name) + 1;
+
+	b->len = (b->len + 7) / 8 * 8;
+	ck_assert_uint_le(b->len + size, sizeof(b->buf));
+	ck_assert_uint_le(b->names_len + nl, sizeof(b->names));
+	memcpy(b->buf + b->len, data, size);
+	memcpy(b->names + b->names_len, name, nl);
+	b->sh[b->nsh] = (Elf64_Shdr){ .sh_name = (uint32_t)b->names_len, .sh_type = type,
+				      .sh_flags = flags, .sh_offset = b->len, .sh_size = size,
+				      .sh_link = link, .sh_info = info, .sh_entsize = entsize };
+	b->names_len += nl;
+	b->len += size;
+	return b->nsh++;
+}
+
+static size_t elfb_end(struct elfb *b)
+{
+	/* The table holds its own name: sized for it, filled once it is in. */
+	int shstr = elfb_sec(b, ".shstrtab", SHT_STRTAB, 0, b->names, b->names_len + sizeof(".shstrtab"),
+			     0, 0, 0);
+
+	memcpy(b->buf + b->sh[shstr].sh_offset, b->names, b->names_len);
+	Elf64_Ehdr eh = { .e_type = ET_REL, .e_machine = 247, .e_version = EV_CURRENT,
+			  .e_ehsize = sizeof(Elf64_Ehdr), .e_shentsize = sizeof(Elf64_Shdr),
+			  .e_shnum = (uint16_t)b->nsh, .e_shstrndx = (uint16_t)shstr };
+
+	b->len = (b->len + 7) / 8 * 8;
+	eh.e_shoff = b->len;
+	memcpy(eh.e_ident, ELFMAG, SELFMAG);
+	eh.e_ident[EI_CLASS] = ELFCLASS64;
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	memcpy(b->buf, &eh, sizeof(eh));
+	ck_assert_uint_le(b->len + (size_t)b->nsh * sizeof(Elf64_Shdr), sizeof(b->buf));
+	memcpy(b->buf + b->len, b->sh, (size_t)b->nsh * sizeof(Elf64_Shdr));
+	b->len += (size_t)b->nsh * sizeof(Elf64_Shdr);
+	return b->len;
+}
+
+#define FUNC(name, sec, value, size) { .st_name = name, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), \
+	.st_shndx = sec, .st_value = value, .st_size = size }
+
+/*
+ * What clang -O2 makes of three functions in .text and one in a section
+ * of its own: twice() first, then two callers nobody calls.  Functions
+ * were delimited only at call targets, so first() and second() merged
+ * into twice() ("recursive call") and only one of the four loaded.
+ */
+static size_t multi_elf(struct elfb *b, uint64_t bad_value)
+{
+	static const struct ebpf_insn text[] = {
+		/* twice(x) = 2x + 1 */
+		MOV64_REG(R0, R1), ALU64_IMM(EBPF_LSH, R0, 1), ALU64_IMM(EBPF_OR, R0, 1), EXIT(),
+		/* first() = twice(3) + 100 */
+		MOV64_IMM(R1, 3), CALL_LOCAL(-6), ALU64_IMM(EBPF_ADD, R0, 100), EXIT(),
+		/* second() = twice(5) * 3, with a shared exit block and a final ja */
+		MOV64_IMM(R1, 5), CALL_LOCAL(-10), ALU64_IMM(EBPF_MUL, R0, 3), JA(1), EXIT(), JA(-2),
+	};
+	/* named() = twice(10) ^ 5, calling into .text through a relocation */
+	static const struct ebpf_insn xdp[] = {
+		MOV64_IMM(R1, 10), CALL_LOCAL(-1), ALU64_IMM(EBPF_XOR, R0, 5), EXIT(),
+	};
+	static const char str[] = "\0twice\0first\0second\0named";
+	Elf64_Sym syms[] = {
+		{ 0 }, FUNC(1, 1, 0, 32), FUNC(7, 1, 32, 32), FUNC(13, 1, 64, 48), FUNC(20, 2, 0, 32),
+	};
+	Elf64_Rel rel = { .r_offset = 8, .r_info = ELF64_R_INFO(1, 10 /* R_BPF_64_32 */) };
+
+	if (bad_value)
+		syms[3].st_value = bad_value;
+	elfb_start(b);
+	ck_assert_int_eq(elfb_sec(b, ".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, text, sizeof(text),
+				  0, 0, 0), 1);
+	ck_assert_int_eq(elfb_sec(b, "xdp", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, xdp, sizeof(xdp),
+				  0, 0, 0), 2);
+	ck_assert_int_eq(elfb_sec(b, ".strtab", SHT_STRTAB, 0, str, sizeof(str), 0, 0, 0), 3);
+	ck_assert_int_eq(elfb_sec(b, ".symtab", SHT_SYMTAB, 0, syms, sizeof(syms), 3, 1, sizeof(Elf64_Sym)), 4);
+	elfb_sec(b, ".relxdp", SHT_REL, 0, &rel, sizeof(rel), 4, 2, sizeof(rel));
+	return elfb_end(b);
+}
+
+START_TEST(test_elf_multi)
+{
+	static const struct { const char *sel; uint64_t r0; } want[] = {
+		{ NULL, 1 }, { ".text", 1 }, { "twice", 1 }, { "first", 107 }, { "second", 33 },
+		{ "named", 16 }, { "xdp", 16 },
+	};
+	static struct elfb b;
+	size_t len = multi_elf(&b, 0);
+	struct ebpf_vm *vm;
+
+	ck_assert_int_eq(ebpf_vm_create(pool, &vm), 0);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		struct ebpf_prog *p = NULL;
+		struct ebpf_err err;
+		uint64_t r0 = 0xdead;
+
+		ck_assert_msg(ebpf_load_elf(vm, b.buf, len, want[i].sel, NULL, &p, &err) == 0, "%s: %s",
+			      want[i].sel ? want[i].sel : "(default)", err.msg);
+		ck_assert_int_eq(ebpf_run_interp(p, NULL, 0, &r0), 0);
+		ck_assert_msg(r0 == want[i].r0, "%s (interp): %llu", want[i].sel, (unsigned long long)r0);
+		ck_assert_int_eq(ebpf_jit(p, &err), 0);
+		ck_assert_int_eq(ebpf_run_jit(p, NULL, 0, &r0), 0);
+		ck_assert_msg(r0 == want[i].r0, "%s (jit): %llu", want[i].sel, (unsigned long long)r0);
+		ebpf_unload(p);
+	}
+	/* A symbol that does not fit its section is an error, not a boundary. */
+	static const uint64_t bad[] = { 4, 96, 120, UINT64_MAX - 7 };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct ebpf_prog *p = NULL;
+		struct ebpf_err err;
+
+		len = multi_elf(&b, bad[i]);
+		ck_assert_int_eq(ebpf_load_elf(vm, b.buf, len, "first", NULL, &p, &err), -EINVAL);
+		ck_assert_msg(strstr(err.msg, "'second' is misaligned or outside .text"), "%s", err.msg);
+		ck_assert_ptr_null(p);
+	}
+	ebpf_vm_destroy(vm);
+}
+END_TEST
+
+/*
+ * lddw of a data symbol: st_value + addend was checked against the
+ * section size after the addition, which wraps; a symbol at 2^64 - 4
+ * with addend 8 pointed 4 bytes into the copy... by luck.
+ */
+static size_t data_elf(struct elfb *b, uint64_t value, int32_t addend)
+{
+	const struct ebpf_insn text[] = { LDDW(R1, 0), LDX(EBPF_W, R0, R1, 0), EXIT() };
+	static const uint32_t data[2] = { 0x11111111, 0x22222222 };
+	static const char str[] = "\0table";
+	Elf64_Sym syms[] = {
+		{ 0 }, { .st_name = 1, .st_info = ELF64_ST_INFO(STB_LOCAL, STT_OBJECT), .st_shndx = 2,
+			 .st_value = value, .st_size = 8 },
+	};
+	Elf64_Rel rel = { .r_offset = 0, .r_info = ELF64_R_INFO(1, 1 /* R_BPF_64_64 */) };
+	struct ebpf_insn code[sizeof(text) / sizeof(text[0])];
+
+	memcpy(code, text, sizeof(code));
+	code[0].imm = addend;
+	elfb_start(b);
+	elfb_sec(b, ".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, code, sizeof(code), 0, 0, 0);
+	elfb_sec(b, ".data", SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, data, sizeof(data), 0, 0, 0);
+	elfb_sec(b, ".strtab", SHT_STRTAB, 0, str, sizeof(str), 0, 0, 0);
+	elfb_sec(b, ".symtab", SHT_SYMTAB, 0, syms, sizeof(syms), 3, 1, sizeof(Elf64_Sym));
+	elfb_sec(b, ".rel.text", SHT_REL, 0, &rel, sizeof(rel), 4, 1, sizeof(rel));
+	return elfb_end(b);
+}
+
+START_TEST(test_elf_data_bounds)
+{
+	static const struct { uint64_t value; int32_t addend; int rc; uint64_t r0; } c[] = {
+		{ 0, 0, 0, 0x11111111 }, { 0, 4, 0, 0x22222222 }, { 4, 0, 0, 0x22222222 },
+		{ 0, 8, 0, 0 }, /* the end itself may be addressed (an empty tail object) */
+		{ 0, 9, -EINVAL, 0 }, { 9, 0, -EINVAL, 0 },
+		{ UINT64_MAX - 3, 8, -EINVAL, 0 }, { UINT64_MAX, 1, -EINVAL, 0 }, { 8, -1, -EINVAL, 0 },
+	};
+	static struct elfb b;
+	struct ebpf_vm *vm;
+
+	ck_assert_int_eq(ebpf_vm_create(NULL, &vm), 0);
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct ebpf_prog *p = NULL;
+		struct ebpf_err err;
+		size_t len = data_elf(&b, c[i].value, c[i].addend);
+
+		ck_assert_msg(ebpf_load_elf(vm, b.buf, len, NULL, NULL, &p, &err) == c[i].rc,
+			      "case %zu: %s", i, c[i].rc ? "accepted" : err.msg);
+		if (c[i].rc) {
+			ck_assert_msg(strstr(err.msg, "past the end of .data"), "case %zu: %s", i, err.msg);
+			ck_assert_ptr_null(p);
+			continue;
+		}
+		if (c[i].r0) {
+			uint64_t r0;
+
+			ck_assert_int_eq(ebpf_run_interp(p, NULL, 0, &r0), 0);
+			ck_assert_uint_eq(r0, c[i].r0);
+		}
+		ebpf_unload(p);
+	}
+	ebpf_vm_destroy(vm);
+}
+END_TEST
+
+/* Function boundaries handed to the loader are checked like the code. */
+START_TEST(test_load_funcs)
+{
+	static const struct ebpf_insn prog[] = { LDDW(R0, 1), EXIT(), MOV64_IMM(R0, 2), EXIT() };
+	struct ebpf_vm *vm;
+	struct ebpf_prog *p = NULL;
+	struct ebpf_err err;
+	size_t f;
+	uint64_t r0;
+
+	ck_assert_int_eq(ebpf_vm_create(NULL, &vm), 0);
+	f = 1;
+	ck_assert_int_eq(ebpf_load_funcs(vm, prog, 5, &f, 1, NULL, &p, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "insn 1: function starts in the middle of lddw"), "%s", err.msg);
+	f = 5;
+	ck_assert_int_eq(ebpf_load_funcs(vm, prog, 5, &f, 1, NULL, &p, &err), -EINVAL);
+	ck_assert_msg(strstr(err.msg, "outside the program"), "%s", err.msg);
+	ck_assert_ptr_null(p);
+	/* An uncalled function after the main one: a function of its own. */
+	f = 3;
+	ck_assert_int_eq(ebpf_load_funcs(vm, prog, 5, &f, 1, NULL, &p, &err), 0);
+	ck_assert_int_eq(ebpf_run_interp(p, NULL, 0, &r0), 0);
+	ck_assert_uint_eq(r0, 1);
+	ebpf_unload(p);
+	ebpf_vm_destroy(vm);
+}
+END_TEST
+
+/*
+ * Live repatching: ep_write() switches a field atomically only inside one
+ * aligned 8-byte word, so every call field the JIT hands out must sit in
+ * one.  The program mixes calls with instructions of every length, so the
+ * calls land at every alignment.
+ */
+static uint64_t ret_1(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e)
+{
+	(void)a, (void)b, (void)c, (void)d, (void)e;
+	return 1;
+}
+
+static uint64_t ret_256(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e)
+{
+	(void)a, (void)b, (void)c, (void)d, (void)e;
+	return 256;
+}
+
+#define NCALLS 48
+
+/* r6 sums NCALLS/2 calls of slot 7, r7 of slot 9; r0 = r6 | r7 << 32. */
+static size_t repatch_prog(struct ebpf_insn *out)
+{
+	static const struct ebpf_insn filler[] = {
+		ALU64_IMM(EBPF_ADD, R8, 1), MOV64_IMM(R8, 0x12345), ALU64_REG(EBPF_XOR, R8, R9),
+		LDDW(R9, 0x1122334455667788ull), ALU32_IMM(EBPF_MUL, R8, 3), MOV64_IMM(R8, 0),
+		ALU64_IMM(EBPF_SUB, R9, 1000000),
+	};
+	static const int starts[7] = { 0, 1, 2, 3, 5, 6, 7 }; /* lddw takes two slots */
+	size_t n = 0;
+
+	out[n++] = (struct ebpf_insn)MOV64_IMM(R6, 0);
+	out[n++] = (struct ebpf_insn)MOV64_IMM(R7, 0);
+	out[n++] = (struct ebpf_insn)MOV64_IMM(R9, 0);
+	for (int c = 0; c < NCALLS; c++) {
+		for (int k = 0; k <= c % 4; k++) {
+			const struct ebpf_insn *f = &filler[starts[(c + k) % 7]];
+
+			out[n++] = f[0];
+			if (ebpf_is_lddw(f))
+				out[n++] = f[1];
+		}
+		out[n++] = (struct ebpf_insn)CALL_HELPER(c % 2 ? 9 : 7);
+		out[n++] = (struct ebpf_insn)ALU64_REG(EBPF_ADD, c % 2 ? R7 : R6, R0);
+	}
+	out[n++] = (struct ebpf_insn)CALL_LOCAL(4);
+	out[n++] = (struct ebpf_insn)ALU64_IMM(EBPF_LSH, R7, 32);
+	out[n++] = (struct ebpf_insn)MOV64_REG(R0, R6);
+	out[n++] = (struct ebpf_insn)ALU64_REG(EBPF_OR, R0, R7);
+	out[n++] = (struct ebpf_insn)EXIT();
+	out[n++] = (struct ebpf_insn)MOV64_IMM(R0, 0); /* the local function */
+	out[n++] = (struct ebpf_insn)EXIT();
+	return n;
+}
+
+/* Each half of r0 counts calls: k returned 1 and NCALLS/2 - k returned 256. */
+static bool repatch_result_ok(uint64_t r0)
+{
+	for (int half = 0; half < 2; half++) {
+		uint32_t v = (uint32_t)(r0 >> (32 * half));
+
+		if ((v & 0xff) + (v >> 8) != NCALLS / 2)
+			return false;
+	}
+	return true;
+}
+
+static void check_sites_aligned(const struct ebpf_prog *p, int *nrel, int *nabs)
+{
+	size_t n;
+	const struct ebpf_insn *in = ebpf_prog_insns(p, &n);
+
+	for (size_t i = 0; i < n; i++) {
+		struct ebpf_call_site site;
+
+		if ((in[i].code & 0xf7) != (EBPF_CLS_JMP | EBPF_CALL))
+			continue;
+		ck_assert_int_eq(ebpf_prog_call_site(p, i, &site), 0);
+		unsigned size = site.kind == EBPF_SITE_REL32 ? 4 : 8;
+		uintptr_t at = (uintptr_t)site.patch;
+
+		ck_assert_msg(at % 8 + size <= 8, "insn %zu: %u-byte call field at 0x%lx crosses an 8-byte word",
+			      i, size, (unsigned long)at);
+		*(site.kind == EBPF_SITE_REL32 ? nrel : nabs) += 1;
+	}
+}
+
+START_TEST(test_call_sites_aligned)
+{
+	static struct ebpf_insn prog[8 * NCALLS + 16];
+	void *h1 = pool_helper(1), *h256 = pool_helper(256);
+	struct ebpf_vm *vm;
+	struct ebpf_prog *p;
+	struct ebpf_err err;
+	size_t n = repatch_prog(prog);
+	uint64_t r0;
+	int nrel = 0, nabs = 0;
+
+	ck_assert_int_eq(ebpf_vm_create(pool, &vm), 0);
+	/* Slot 7 in the pool: rel32.  Slot 9 native: rel32 or imm64, by distance. */
+	ebpf_vm_set_helper(vm, 7, "pool_1", (ebpf_helper_fn)(uintptr_t)h1);
+	ebpf_vm_set_helper(vm, 9, "ret_256", ret_256);
+	ck_assert_msg(ebpf_load(vm, prog, n, NULL, &p, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(ebpf_jit(p, &err), 0);
+	check_sites_aligned(p, &nrel, &nabs);
+	ck_assert_int_ge(nrel, NCALLS / 2 + 1);
+	ck_assert_int_eq(nrel + nabs, NCALLS + 1);
+	ck_assert_int_eq(ebpf_run_jit(p, NULL, 0, &r0), 0);
+	ck_assert_uint_eq(r0, (uint64_t)(NCALLS / 2 * 256) << 32 | NCALLS / 2);
+	ck_assert_int_eq(ebpf_run_interp(p, NULL, 0, &r0), 0);
+	ck_assert_uint_eq(r0, (uint64_t)(NCALLS / 2 * 256) << 32 | NCALLS / 2);
+	ebpf_unload(p);
+	/* Both slots native: the imm64 form where the binary is far from the pool, aligned too. */
+	ebpf_vm_set_helper(vm, 7, "ret_1", ret_1);
+	ck_assert_int_eq(ebpf_load(vm, prog, n, NULL, &p, &err), 0);
+	ck_assert_int_eq(ebpf_jit(p, &err), 0);
+	check_sites_aligned(p, &nrel, &nabs);
+	ck_assert_int_eq(ebpf_run_jit(p, NULL, 0, &r0), 0);
+	ck_assert_uint_eq(r0, (uint64_t)(NCALLS / 2 * 256) << 32 | NCALLS / 2);
+	ebpf_unload(p);
+	ebpf_vm_destroy(vm);
+	ep_free(pool, h1);
+	ep_free(pool, h256);
+}
+END_TEST
+
+struct runner {
+	const struct ebpf_prog *prog;
+	int stop;   /* atomic */
+	long runs;  /* atomic */
+	long bad;
+	uint64_t bad_r0;
+};
+
+static void *run_loop(void *arg)
+{
+	struct runner *r = arg;
+
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t r0 = 0;
+
+		ebpf_run_jit(r->prog, NULL, 0, &r0);
+		if (!repatch_result_ok(r0)) {
+			r->bad++;
+			r->bad_r0 = r0;
+		}
+		__atomic_add_fetch(&r->runs, 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+/*
+ * Two helpers in one pool allocation, returning 1 and 256, 0x10140 bytes
+ * apart: their rel32s differ in the low three bytes, so a rel32 torn at
+ * any byte inside them lands in the trap fill between (SIGTRAP).
+ */
+static void *far_pair(void *h[2])
+{
+	static const uint8_t code[2][6] = {
+		{ 0xb8, 1, 0, 0, 0, 0xc3 }, { 0xb8, 0, 1, 0, 0, 0xc3 }, /* mov eax, imm32; ret */
+	};
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(pool, 0x10200, &img), 0);
+	memcpy((uint8_t *)img.rw + 0x40, code[0], 6);
+	memcpy((uint8_t *)img.rw + 0x10180, code[1], 6);
+	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
+	h[0] = (uint8_t *)img.exec + 0x40;
+	h[1] = (uint8_t *)img.exec + 0x10180;
+	return img.exec;
+}
+
+/*
+ * One thread runs the program while this one repatches its helpers, for
+ * about half a second: a torn call target crashed the runner (SIGSEGV,
+ * SIGTRAP) or returned something no helper returns.  Slot 7 switches
+ * between the pair above (rel32 sites), slot 9 between a native function
+ * and one in the pool (imm64 sites, all 8 bytes differ, where the binary
+ * is far from the pool).
+ */
+START_TEST(test_repatch_live)
+{
+	static struct ebpf_insn prog[8 * NCALLS + 16];
+	void *h[2], *alloc = far_pair(h), *pool1 = pool_helper(1);
+	ebpf_helper_fn slot9[2] = { (ebpf_helper_fn)(uintptr_t)pool1, ret_256 };
+	struct ebpf_vm *vm;
+	struct ebpf_prog *p;
+	struct ebpf_err err;
+	struct runner r = { 0 };
+	pthread_t th;
+	size_t n = repatch_prog(prog);
+	long patches = 0;
+
+	ck_assert_int_eq(ebpf_vm_create(pool, &vm), 0);
+	ebpf_vm_set_helper(vm, 7, "pool", (ebpf_helper_fn)(uintptr_t)h[0]);
+	ebpf_vm_set_helper(vm, 9, "native", slot9[1]); /* the site is compiled for it */
+	ck_assert_int_eq(ebpf_load(vm, prog, n, NULL, &p, &err), 0);
+	ck_assert_int_eq(ebpf_jit(p, &err), 0);
+	r.prog = p;
+	ck_assert_int_eq(pthread_create(&th, NULL, run_loop, &r), 0);
+	double t0 = now(), t;
+
+	do {
+		ebpf_vm_set_helper(vm, 7, "pool", (ebpf_helper_fn)(uintptr_t)h[patches % 2]);
+		ebpf_vm_set_helper(vm, 9, "slot9", slot9[(patches / 2) % 2]);
+		ck_assert_int_eq(ebpf_prog_repatch_helpers(p), 0);
+		patches++;
+		t = now() - t0;
+		/* at least some runs, however loaded the machine; never long */
+	} while (t < 5.0 && (t < 0.5 || __atomic_load_n(&r.runs, __ATOMIC_ACQUIRE) < 100));
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(r.bad == 0, "%ld of %ld runs returned a value no helper gives (0x%llx)", r.bad, r.runs,
+		      (unsigned long long)r.bad_r0);
+	ck_assert_int_gt(r.runs, 0);
+	ck_assert_int_gt(patches, 100);
+	ebpf_unload(p);
+	ebpf_vm_destroy(vm);
+	ep_free(pool, alloc);
+	ep_free(pool, pool1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ebpf");
@@ -755,6 +1349,12 @@ int main(void)
 	tcase_add_test(tc, test_repatch_native);
 	tcase_add_test(tc, test_hex);
 	tcase_add_test(tc, test_elf_robust);
+	tcase_add_test(tc, test_verify_linear);
+	tcase_add_test(tc, test_elf_multi);
+	tcase_add_test(tc, test_elf_data_bounds);
+	tcase_add_test(tc, test_load_funcs);
+	tcase_add_test(tc, test_call_sites_aligned);
+	tcase_add_test(tc, test_repatch_live);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);

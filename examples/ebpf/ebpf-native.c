@@ -15,7 +15,8 @@ int main(int argc, char **argv)
 {
 	static const struct { const char *name; u64 (*fn)(const u8 *, u64); } fns[] = {
 		{ "filter", filter }, { "checksum", checksum }, { "crc32", crc32 },
-		{ "count_words", count_words },
+		{ "count_words", count_words }, { "byte_sum", byte_sum }, { "scan", scan },
+		{ "sum_twice", sum_twice }, { "classify", classify },
 	};
 	uint8_t *mem = NULL;
 	size_t len = 0;

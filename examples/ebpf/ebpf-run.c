@@ -27,11 +27,11 @@ static const char usage[] =
 "  (program)       read from stdin as hex bytes, two digits per byte,\n"
 "                  separated by whitespace; each 8 bytes is one instruction.\n"
 "  --file FILE     read the program from FILE instead of stdin.  A second\n"
-"  FILE            positional argument (after MEMHEX) means the same.  A file\n"
-"                  starting with the ELF magic is taken as a raw ELF object.\n"
+"  FILE            positional argument (after MEMHEX) means the same.\n"
 "  --raw           the program input is raw bytecode, not hex.\n"
 "  --elf           the program input is an ELF object (hex on stdin, or raw\n"
 "                  or hex in FILE), e.g. from clang -target bpf -O2 -c.\n"
+"                  Input that starts with the ELF magic is an object anyway.\n"
 "  --section NAME  with --elf: code section or function name (default .text).\n"
 "  --jit           compile to x86-64 with libexecpack and run (default).\n"
 "  --interp        run in the reference interpreter.\n"
@@ -155,6 +155,15 @@ int main(int argc, char **argv)
 		return die("%s", "program is not hex bytes (two hex digits per byte, whitespace separated)");
 	}
 	free(text);
+	/*
+	 * The ELF magic means an object, raw or as hex, with or without --elf:
+	 * as bytecode its first instruction (0x7f with a non-zero offset) is
+	 * invalid anyway.
+	 */
+	if (codelen >= 4 && !memcmp(code, "\177ELF", 4))
+		elf = true;
+	if (section && !elf)
+		return die("%s", "--section needs an ELF object");
 	if (!elf && codelen % 8)
 		return die("program length %s is not a multiple of 8 bytes", codelen % 2 ? "(odd)" : "");
 	if (!elf && codelen == 0)

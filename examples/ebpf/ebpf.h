@@ -174,7 +174,9 @@ void *ebpf_prog_code(const struct ebpf_prog *prog, size_t *size);
  * Call sites in JIT code, for live patching with ep_write().  kind says
  * how the target is encoded at *patch: EBPF_SITE_REL32 is the rel32 of a
  * `call rel32` (relative to patch + 4), EBPF_SITE_ABS64 the imm64 of a
- * `movabs r11, imm64; call r11`.
+ * `movabs r11, imm64; call r11`.  The field lies inside one aligned
+ * 8-byte word, so an ep_write() of it is seen whole by threads running
+ * the code.
  */
 enum ebpf_site_kind { EBPF_SITE_REL32, EBPF_SITE_ABS64 };
 struct ebpf_call_site {

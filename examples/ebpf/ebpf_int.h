@@ -40,14 +40,24 @@ struct ebpf_prog {
 int ebpf_fail(struct ebpf_err *err, int insn, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Well-formedness checks; fills fn_start[n]. */
+/*
+ * Well-formedness checks.  fn_start[n] holds on entry the function starts
+ * known from elsewhere (an ELF symbol table; all false otherwise) and on
+ * return also instruction 0 and every local-call target.
+ */
 int ebpf_verify(const struct ebpf_vm *vm, const struct ebpf_insn *insns,
 		size_t n, bool *fn_start, struct ebpf_err *err);
 
-/* Creates the program object from already relocated instructions. */
-int ebpf_prog_new(struct ebpf_vm *vm, const struct ebpf_insn *insns,
-		  size_t n, const char *name, struct ebpf_prog **out,
-		  struct ebpf_err *err);
+/*
+ * ebpf_load() of already relocated instructions whose function boundaries
+ * are also known from elsewhere: funcs[nfuncs] are the indexes where a
+ * function starts besides 0 and the local-call targets (the ELF loader
+ * passes its STT_FUNC symbols, so a function nobody calls stays apart).
+ */
+int ebpf_load_funcs(struct ebpf_vm *vm, const struct ebpf_insn *insns,
+		    size_t n, const size_t *funcs, size_t nfuncs,
+		    const char *name, struct ebpf_prog **out,
+		    struct ebpf_err *err);
 
 /*
  * The interpreter with a step limit, for harnesses that run programs the

@@ -2,6 +2,7 @@
  * elf.c - load eBPF code from relocatable ELF objects (clang -target bpf -c).
  *
  * Supported: one code section or function chosen by name (.text default),
+ * several functions per section (delimited by their STT_FUNC symbols),
  * local calls into .text (R_BPF_64_32, .text is appended after the chosen
  * section as libbpf does), and lddw of data symbols (R_BPF_64_64: the data
  * section is copied, writable, and lives as long as the program).  Maps,
@@ -223,7 +224,8 @@ static int relocate(struct elf *e, int sec, size_t sec_base, int text, size_t te
 			}
 			uint64_t addend = (uint32_t)in->imm;
 
-			if (sym->st_value + addend > ds->sh_size)
+			/* Two comparisons: st_value + addend could wrap past the size. */
+			if (sym->st_value > ds->sh_size || addend > ds->sh_size - sym->st_value)
 				return ebpf_fail(err, at, "data reference past the end of %s", dn);
 			uint64_t addr = (uint64_t)(uintptr_t)e->blobs[sym->st_shndx] + sym->st_value + addend;
 
@@ -237,6 +239,38 @@ static int relocate(struct elf *e, int sec, size_t sec_base, int text, size_t te
 	return 0;
 }
 
+/*
+ * Function boundaries of section sec, loaded at instruction base: every
+ * STT_FUNC symbol starts a function and, where its size says it ends
+ * before the next one, its end starts another, so that code nobody calls
+ * is not merged into the function before it.
+ */
+static int add_funcs(const struct elf *e, int sec, size_t base, size_t **funcs,
+		     size_t *nfuncs, struct ebpf_err *err)
+{
+	uint64_t size = e->sh[sec].sh_size;
+
+	for (size_t i = 0; i < e->nsyms; i++) {
+		const Elf64_Sym *s = &e->syms[i];
+
+		if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx != sec)
+			continue;
+		if (s->st_value % 8 || s->st_size % 8 || s->st_value >= size ||
+		    s->st_size > size - s->st_value)
+			return ebpf_fail(err, -1, "function '%s' is misaligned or outside %s",
+					 sym_name(e, s), sec_name(e, sec));
+		size_t *nf = realloc(*funcs, (*nfuncs + 2) * sizeof(**funcs));
+
+		if (!nf)
+			return -ENOMEM;
+		*funcs = nf;
+		nf[(*nfuncs)++] = base + s->st_value / 8;
+		if (s->st_size && s->st_value + s->st_size < size)
+			nf[(*nfuncs)++] = base + (s->st_value + s->st_size) / 8;
+	}
+	return 0;
+}
+
 int ebpf_load_elf(struct ebpf_vm *vm, const void *buf, size_t len,
 		  const char *sel, const char *name, struct ebpf_prog **out,
 		  struct ebpf_err *err)
@@ -244,7 +278,7 @@ int ebpf_load_elf(struct ebpf_vm *vm, const void *buf, size_t len,
 	struct elf e;
 	struct ebpf_insn *insns = NULL;
 	int rc, sec, text;
-	size_t entry = 0, pre = 0, n, nmain, ntext = 0;
+	size_t entry = 0, pre = 0, n, nmain, ntext = 0, *funcs = NULL, nfuncs = 0;
 
 	if (err) {
 		err->insn = -1;
@@ -302,9 +336,13 @@ int ebpf_load_elf(struct ebpf_vm *vm, const void *buf, size_t len,
 		      ntext ? pre + nmain : pre, sec, pre, insns, n, err);
 	if (!rc && ntext)
 		rc = relocate(&e, text, pre + nmain, text, pre + nmain, sec, pre, insns, n, err);
+	if (!rc)
+		rc = add_funcs(&e, sec, pre, &funcs, &nfuncs, err);
+	if (!rc && ntext)
+		rc = add_funcs(&e, text, pre + nmain, &funcs, &nfuncs, err);
 	if (rc)
 		goto out;
-	rc = ebpf_prog_new(vm, insns, n, name ? name : sel, out, err);
+	rc = ebpf_load_funcs(vm, insns, n, funcs, nfuncs, name ? name : sel, out, err);
 	if (rc)
 		goto out;
 	/* Hand the data copies to the program. */
@@ -329,5 +367,6 @@ out:
 			free(e.blobs[i]);
 	free(e.blobs);
 	free(insns);
+	free(funcs);
 	return rc;
 }

@@ -16,7 +16,8 @@
  * image is then allocated, and passes repeat with the executable address
  * known, so helper calls within +-2 GiB become `call rel32`; the result
  * can only shrink, and the final pass writes into image.rw.  Bytes past
- * the end stay the library's INT3 fill.
+ * the end stay the library's INT3 fill.  NOPs around each call keep the
+ * fields that live patching rewrites inside aligned 8-byte words.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -520,25 +521,71 @@ static void record_site(struct jit *j, size_t insn, int helper, enum ebpf_site_k
 	j->sites[j->nsites++] = (struct ebpf_jit_site){ insn, helper, kind, off };
 }
 
+/* One x86 NOP instruction of len bytes (0 to 7), the recommended forms. */
+static void nop(struct jit *j, unsigned len)
+{
+	static const uint8_t forms[8][7] = {
+		{ 0 }, { 0x90 }, { 0x66, 0x90 }, { 0x0f, 0x1f, 0x00 }, { 0x0f, 0x1f, 0x40, 0x00 },
+		{ 0x0f, 0x1f, 0x44, 0x00, 0x00 }, { 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00 },
+		{ 0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00 },
+	};
+
+	for (unsigned k = 0; k < len; k++)
+		emit1(j, forms[len][k]);
+}
+
+/*
+ * The rel32 or imm64 of a call is rewritten in live code (ep_write(),
+ * ebpf_prog_repatch_helpers()), and a running thread sees the switch
+ * whole only when the field lies inside one aligned 8-byte word (a single
+ * store); otherwise it may execute a torn target.  Images start 64-byte
+ * aligned, so the offset stands for the address.  pad_field() puts `pre`
+ * NOP bytes before an instruction whose field starts `at` bytes in and is
+ * `size` bytes long; pad_rest() puts max - pre after it, so that the
+ * sequence has the same length wherever it lands and the padding never
+ * moves the layout the passes converge on.
+ */
+static unsigned pad_field(struct jit *j, unsigned at, unsigned size)
+{
+	unsigned mis = (unsigned)((j->pos + at) % 8), pre = mis + size > 8 ? 8 - mis : 0;
+
+	nop(j, pre);
+	return pre;
+}
+
+static void pad_rest(struct jit *j, unsigned pre, unsigned max)
+{
+	nop(j, max - pre);
+}
+
+#define PAD_REL32 3 /* most NOP bytes before `call rel32` (e8 + 4 bytes) */
+#define PAD_ABS64 7 /* most before `movabs r11, imm64` (49 bb + 8 bytes) */
+
 static void call_helper(struct jit *j, size_t i, int idx)
 {
 	uintptr_t fn = (uintptr_t)j->prog->vm->helpers[idx];
+	unsigned pre;
 
 	if (j->exec) {
-		int64_t rel = (int64_t)(fn - (j->exec + j->pos + 5));
+		int64_t rel = (int64_t)(fn - (j->exec + j->pos + PAD_REL32 + 5));
 
 		/* margin: the call may still move by the image size between passes */
 		if (rel > INT32_MIN + (1 << 24) && rel < INT32_MAX - (1 << 24)) {
+			pre = pad_field(j, 1, 4);
+			rel = (int64_t)(fn - (j->exec + j->pos + 5));
 			emit1(j, 0xe8);
 			record_site(j, i, idx, EBPF_SITE_REL32, j->pos);
 			emit4(j, (uint32_t)(int32_t)rel);
+			pad_rest(j, pre, PAD_REL32);
 			return;
 		}
 	}
+	pre = pad_field(j, 2, 8);
 	emit1(j, 0x49); emit1(j, 0xbb); /* movabs r11, imm64 */
 	record_site(j, i, idx, EBPF_SITE_ABS64, j->pos);
 	emit8(j, fn);
 	emit1(j, 0x41); emit1(j, 0xff); emit1(j, 0xd3); /* call r11 */
+	pad_rest(j, pre, PAD_ABS64);
 }
 
 static void callx(struct jit *j, const struct ebpf_insn *in)
@@ -659,10 +706,14 @@ static int insn(struct jit *j, size_t i)
 				callx(j, in);
 			} else if (in->src == EBPF_PSEUDO_CALL) {
 				size_t t = i + 1 + (size_t)(int64_t)in->imm;
+				unsigned pre = pad_field(j, 1, 4);
 
+				/* The return lands on the NOPs after the call: rel32 ends there. */
 				emit1(j, 0xe8);
 				record_site(j, i, -1, EBPF_SITE_REL32, j->pos);
-				emit4(j, (uint32_t)(int32_t)((int64_t)j->start[t] - (int64_t)j->end[i]));
+				emit4(j, (uint32_t)(int32_t)((int64_t)j->start[t] -
+							     (int64_t)(j->end[i] - (PAD_REL32 - pre))));
+				pad_rest(j, pre, PAD_REL32);
 			} else {
 				call_helper(j, i, in->imm);
 			}

@@ -48,5 +48,63 @@ printf 'b7 00 00 00 2b 00 00 00 95 00 00 00 00 00 00 00' >"$tmp"
 expect "" 2b 0 "" "$tmp"
 n=$((n + 1))
 "$run" --help | grep -q "bpf_conformance" || { echo "FAIL: --help"; fail=1; }
+
+# An ELF object is recognised by its magic, without --elf (ebpf-run(1)):
+# it was parsed as bytecode.  A minimal one, written byte by byte so that
+# no compiler is needed: .text = `r0 = 0x2c; exit`, and .shstrtab.
+z() { i=0; while [ "$i" -lt "$1" ]; do printf '00 '; i=$((i + 1)); done; }
+le8() { printf '%02x 00 00 00 00 00 00 00 ' "$1"; }
+bin() { for b in $*; do printf "\\$(printf %03o "0x$b")"; done; }
+elf="7f 45 4c 46 02 01 01 00 $(z 8) 01 00 f7 00 01 00 00 00 $(z 16) $(le8 104) $(z 4)
+40 00 00 00 00 00 40 00 03 00 02 00
+b7 00 00 00 2c 00 00 00 95 00 00 00 00 00 00 00
+00 2e 74 65 78 74 00 2e 73 68 73 74 72 74 61 62 00 $(z 7)
+$(z 64)
+01 00 00 00 01 00 00 00 $(le8 6) $(z 8) $(le8 64) $(le8 16) $(z 24)
+07 00 00 00 03 00 00 00 $(z 16) $(le8 80) $(le8 17) $(z 24)"
+bin $elf >"$tmp"
+[ "$(wc -c <"$tmp")" -eq 296 ] || { echo "FAIL: the test ELF has $(wc -c <"$tmp") bytes, not 296"; fail=1; }
+for m in --jit --interp; do
+	expect "" 2c 0 --file "$tmp" $m
+	expect "" 2c 0 "" "$tmp" $m
+	expect "" 2c 0 --elf --file "$tmp" $m
+	expect "" 2c 0 --section .text --file "$tmp" $m
+	expect "$elf" 2c 0 $m
+done
+expect "" "no code section or function named 'nosuch'" 1 --section nosuch --file "$tmp"
+expect "$p" "needs an ELF object" 1 --section .text
+
+# The other tools: usage on --help (status 0) or a bad argument (status 2),
+# promptly.  ebpf-bench read both as 0 iterations (2^64 rounds), ebpf-demo
+# as seed 0.
+tool() { # want-status want-text program args...
+	st=$1 want=$2
+	shift 2
+	if command -v timeout >/dev/null 2>&1; then
+		got=$(timeout 60 "$@" 2>&1)
+	else
+		got=$("$@" 2>&1)
+	fi
+	rc=$?
+	n=$((n + 1))
+	if [ "$rc" -ne "$st" ] || ! printf '%s' "$got" | grep -q "$want"; then
+		echo "FAIL: $*: status $rc (want $st), output '$(printf '%s' "$got" | head -3)'"
+		fail=1
+	fi
+}
+bench="$top_builddir/examples/ebpf/ebpf-bench"
+demo="$top_builddir/examples/ebpf/ebpf-demo"
+tool 0 "usage: ebpf-bench" "$bench" --help
+tool 0 "usage: ebpf-bench" "$bench" -h
+tool 2 "bad argument '0'" "$bench" 0
+tool 2 "bad argument 'many'" "$bench" many
+tool 2 "bad argument '-5'" "$bench" -5
+tool 2 "bad argument '10x'" "$bench" 10x
+tool 2 "bad argument '99999999999999999999'" "$bench" 99999999999999999999
+tool 2 "bad argument 'extra'" "$bench" 10 extra
+tool 0 "usage: ebpf-demo" "$demo" --help
+tool 2 "bad argument '0'" "$demo" 0
+tool 2 "bad argument '--seed'" "$demo" --seed
+tool 2 "bad argument 'x1'" "$demo" x1
 echo "run.sh: $n checks"
 exit $fail

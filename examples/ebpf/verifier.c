@@ -2,7 +2,7 @@
  * verifier.c - load-time well-formedness checks.
  *
  * Not a safety verifier: it proves the program decodes, stays inside
- * itself, terminates each function with exit, keeps r10 read-only and
+ * itself, ends each function with exit or ja, keeps r10 read-only and
  * addresses only the 512-byte frame through r10.  It does not track
  * pointers, so memory accesses through other registers are unchecked.
  */
@@ -236,29 +236,67 @@ static bool is_local_call(const struct ebpf_insn *in)
 	return in->code == (EBPF_CLS_JMP | EBPF_CALL) && in->src == EBPF_PSEUDO_CALL;
 }
 
-/* Depth-first walk of the call graph: no recursion, bounded depth. */
-static int walk_calls(const struct ebpf_insn *insns, size_t n,
-		      const bool *fn_start, const int *fn_of, int fn,
-		      int depth, int *state, int *start_of,
+/* The first local call in function fn whose subtree exceeds the frame limit. */
+static int too_deep(const struct ebpf_insn *insns, size_t n, const int *fn_of,
+		    const int *start_of, const int *height, int fn, int depth,
+		    struct ebpf_err *err)
+{
+	for (;;) {
+		size_t i;
+		int callee = -1;
+
+		for (i = (size_t)start_of[fn]; i < n && fn_of[i] == fn; i++) {
+			if (!is_local_call(&insns[i]))
+				continue;
+			callee = fn_of[jump_target(&insns[i], (int)i)];
+			if (depth + height[callee] > EBPF_MAX_FRAMES)
+				break;
+		}
+		if (depth + 1 > EBPF_MAX_FRAMES || i == n || fn_of[i] != fn)
+			return ebpf_fail(err, (int)i, "call depth exceeds %d frames", EBPF_MAX_FRAMES);
+		fn = callee;
+		depth++;
+	}
+}
+
+/*
+ * Depth-first walk of the call graph: no recursion, at most
+ * EBPF_MAX_FRAMES frames.  Each function is walked once (state 2 = done)
+ * and keeps its height, the frames it needs itself included, so a function
+ * called from many sites costs one look-up per site and the whole walk is
+ * linear in the program size.  C recursion stops at the frame limit.
+ */
+static int walk_calls(const struct ebpf_insn *insns, size_t n, const int *fn_of,
+		      const int *start_of, int fn, int depth, int *state, int *height,
 		      struct ebpf_err *err)
 {
+	int h = 1;
+
 	state[fn] = 1; /* on the current path */
 	for (size_t i = (size_t)start_of[fn]; i < n && fn_of[i] == fn; i++) {
 		if (!is_local_call(&insns[i]))
 			continue;
-		int t = (int)jump_target(&insns[i], (int)i);
-		int callee = fn_of[t];
+		int callee = fn_of[jump_target(&insns[i], (int)i)];
 
 		if (state[callee] == 1)
 			return ebpf_fail(err, (int)i, "recursive call (not supported)");
 		if (depth + 1 > EBPF_MAX_FRAMES)
 			return ebpf_fail(err, (int)i, "call depth exceeds %d frames", EBPF_MAX_FRAMES);
-		int rc = walk_calls(insns, n, fn_start, fn_of, callee, depth + 1,
-				    state, start_of, err);
-		if (rc)
-			return rc;
+		if (state[callee] == 0) {
+			int rc = walk_calls(insns, n, fn_of, start_of, callee, depth + 1,
+					    state, height, err);
+
+			if (rc)
+				return rc;
+		}
+		/* Walked from a shallower site before: it may not fit here. */
+		if (depth + height[callee] > EBPF_MAX_FRAMES)
+			return too_deep(insns, n, fn_of, start_of, height, callee, depth + 1, err);
+		if (height[callee] + 1 > h)
+			h = height[callee] + 1;
 	}
-	state[fn] = 0;
+	state[fn] = 2;
+	height[fn] = h;
 	return 0;
 }
 
@@ -266,7 +304,7 @@ int ebpf_verify(const struct ebpf_vm *vm, const struct ebpf_insn *insns,
 		size_t n, bool *fn_start, struct ebpf_err *err)
 {
 	bool *second = NULL;
-	int *fn_of = NULL, *start_of = NULL, *state = NULL;
+	int *fn_of = NULL, *start_of = NULL, *state = NULL, *height = NULL;
 	int rc = 0, nfn = 0;
 
 	if (n == 0)
@@ -277,12 +315,12 @@ int ebpf_verify(const struct ebpf_vm *vm, const struct ebpf_insn *insns,
 	fn_of = calloc(n, sizeof(*fn_of));
 	start_of = calloc(n, sizeof(*start_of));
 	state = calloc(n, sizeof(*state));
-	if (!second || !fn_of || !start_of || !state) {
+	height = calloc(n, sizeof(*height));
+	if (!second || !fn_of || !start_of || !state || !height) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	memset(fn_start, 0, n * sizeof(*fn_start));
-	fn_start[0] = true;
+	fn_start[0] = true; /* the others are symbols (ELF) or call targets */
 
 	/* Pass 1: decode every instruction, mark lddw tails and functions. */
 	for (size_t i = 0; i < n; i++) {
@@ -295,6 +333,10 @@ int ebpf_verify(const struct ebpf_vm *vm, const struct ebpf_insn *insns,
 			second[++i] = true;
 	}
 	for (size_t i = 0; i < n; i++) {
+		if (second[i] && fn_start[i]) {
+			rc = ebpf_fail(err, (int)i, "function starts in the middle of lddw");
+			goto out;
+		}
 		if (second[i])
 			continue;
 		if (!is_jump(&insns[i]) && !is_local_call(&insns[i]))
@@ -328,27 +370,33 @@ int ebpf_verify(const struct ebpf_vm *vm, const struct ebpf_insn *insns,
 			goto out;
 		}
 	}
+	/*
+	 * The kernel's rule: a function's last instruction is exit or an
+	 * unconditional jump (that lands inside the function, checked above),
+	 * so no path runs off its end.  clang -O2 ends a function with `ja`
+	 * back to a shared exit block in the middle.
+	 */
 	for (int f = 0; f < nfn; f++) {
 		size_t end = f + 1 < nfn ? (size_t)start_of[f + 1] : n;
 		size_t last = end - 1;
 		const struct ebpf_insn *in = &insns[last];
 		bool is_ja = (in->code == (EBPF_CLS_JMP | EBPF_JA) ||
 			      in->code == (EBPF_CLS_JMP32 | EBPF_JA));
-
 		bool is_exit = in->code == (EBPF_CLS_JMP | EBPF_EXIT);
 
-		if (second[last] || !(is_exit || (is_ja && f + 1 < nfn))) {
+		if (second[last] || !(is_exit || is_ja)) {
 			rc = f + 1 == nfn ?
-				ebpf_fail(err, (int)last, "program does not end with exit") :
+				ebpf_fail(err, (int)last, "program does not end with exit or ja") :
 				ebpf_fail(err, (int)last, "function does not end with exit or ja (falls into the next function)");
 			goto out;
 		}
 	}
-	rc = walk_calls(insns, n, fn_start, fn_of, 0, 1, state, start_of, err);
+	rc = walk_calls(insns, n, fn_of, start_of, 0, 1, state, height, err);
 out:
 	free(second);
 	free(fn_of);
 	free(start_of);
 	free(state);
+	free(height);
 	return rc;
 }

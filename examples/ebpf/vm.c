@@ -40,9 +40,10 @@ ebpf_helper_fn ebpf_vm_get_helper(const struct ebpf_vm *vm, unsigned idx)
 	return idx < EBPF_MAX_HELPERS ? vm->helpers[idx] : NULL;
 }
 
-int ebpf_prog_new(struct ebpf_vm *vm, const struct ebpf_insn *insns,
-		  size_t n, const char *name, struct ebpf_prog **out,
-		  struct ebpf_err *err)
+int ebpf_load_funcs(struct ebpf_vm *vm, const struct ebpf_insn *insns,
+		    size_t n, const size_t *funcs, size_t nfuncs,
+		    const char *name, struct ebpf_prog **out,
+		    struct ebpf_err *err)
 {
 	struct ebpf_prog *p;
 	int rc;
@@ -65,6 +66,14 @@ int ebpf_prog_new(struct ebpf_vm *vm, const struct ebpf_insn *insns,
 		return -ENOMEM;
 	}
 	memcpy(p->insns, insns, n * sizeof(*insns));
+	memset(p->fn_start, 0, (n ? n : 1) * sizeof(bool));
+	for (size_t k = 0; k < nfuncs; k++) {
+		if (funcs[k] >= n) {
+			ebpf_unload(p);
+			return ebpf_fail(err, -1, "function start %zu outside the program", funcs[k]);
+		}
+		p->fn_start[funcs[k]] = true;
+	}
 	rc = ebpf_verify(vm, p->insns, n, p->fn_start, err);
 	if (rc) {
 		ebpf_unload(p);
@@ -82,7 +91,7 @@ int ebpf_prog_new(struct ebpf_vm *vm, const struct ebpf_insn *insns,
 int ebpf_load(struct ebpf_vm *vm, const struct ebpf_insn *insns, size_t n,
 	      const char *name, struct ebpf_prog **out, struct ebpf_err *err)
 {
-	return ebpf_prog_new(vm, insns, n, name, out, err);
+	return ebpf_load_funcs(vm, insns, n, NULL, 0, name, out, err);
 }
 
 int ebpf_jit(struct ebpf_prog *prog, struct ebpf_err *err)

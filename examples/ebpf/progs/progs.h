@@ -16,5 +16,9 @@ u64 filter(const u8 *pkt, u64 len);
 u64 checksum(const u8 *buf, u64 len);
 u64 crc32(const u8 *buf, u64 len);
 u64 count_words(const u8 *buf, u64 len);
+u64 byte_sum(const u8 *buf, u64 len);
+u64 scan(const u8 *buf, u64 len);
+u64 sum_twice(const u8 *buf, u64 len);
+u64 classify(const u8 *buf, u64 len);
 
 #endif
