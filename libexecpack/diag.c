@@ -443,9 +443,18 @@ static void unw_register(struct ep__diag *r, void *exec, size_t size)
  * called, reads the entry named by __jit_debug_descriptor: an in-memory
  * object file.  Each named, finalized allocation gets a minimal ELF file
  * with a NOBITS .text at its address and one function symbol, so `bt` and
- * `info symbol` name JIT frames.  The two symbols are exported (see
- * libexecpack.map); when another JIT in the process defines them too, the
- * dynamic linker binds everyone to one copy, as the protocol expects.
+ * `info symbol` name JIT frames.
+ *
+ * The two symbols are exported (see libexecpack.map) so that gdb finds them
+ * in the library.  The protocol has no lock of its own: each JIT updates
+ * the list under its own, so one list must have one writer.  When the
+ * executable or a library found before this one defines the symbols too
+ * (programs that embed LLVM or LuaJIT do), the dynamic linker binds the
+ * exported names to that other JIT's copies, and gdb, which resolves data
+ * symbols as the dynamic linker does, reads only that descriptor.  The
+ * list is then the other JIT's: the library leaves it alone and does not
+ * register its code with gdb (the rule in libexecpack(7)).  Its own uses go
+ * through hidden aliases, which the dynamic linker never rebinds.
  */
 struct jit_code_entry {
 	struct jit_code_entry *next_entry, *prev_entry;
@@ -467,6 +476,35 @@ __attribute__((visibility("default"), noinline, used)) void __jit_debug_register
 void __jit_debug_register_code(void)
 {
 	__asm__ volatile("" ::: "memory"); /* GDB's breakpoint: keep the call */
+}
+
+/* The library's own copies, never interposed. */
+extern struct jit_descriptor ep__jit_descriptor
+	__attribute__((alias("__jit_debug_descriptor"), visibility("hidden")));
+extern void ep__jit_register_code(void)
+	__attribute__((alias("__jit_debug_register_code"), visibility("hidden")));
+
+/*
+ * Whether the exported descriptor is another object's: its address as the
+ * dynamic linker bound it (through the GOT; an asm, so that no compiler
+ * assumption about interposition can fold the comparison) against our own.
+ * g_lock held.
+ */
+static bool gdb_descriptor_foreign(void)
+{
+	static int foreign = -1; /* bindings do not change after load */
+
+	if (foreign < 0) {
+		const struct jit_descriptor *bound;
+
+#if defined(__x86_64__) && defined(__PIC__)
+		__asm__("movq __jit_debug_descriptor@GOTPCREL(%%rip), %0" : "=r"(bound));
+#else
+		bound = &__jit_debug_descriptor;
+#endif
+		foreign = bound != &ep__jit_descriptor;
+	}
+	return foreign;
 }
 
 /* A minimal ELF64 file: header, .text (NOBITS), .symtab, .strtab, .shstrtab. */
@@ -535,13 +573,13 @@ static void gdb_unregister(struct ep__diag *r)
 	if (e->prev_entry)
 		e->prev_entry->next_entry = e->next_entry;
 	else
-		__jit_debug_descriptor.first_entry = e->next_entry;
+		ep__jit_descriptor.first_entry = e->next_entry;
 	if (e->next_entry)
 		e->next_entry->prev_entry = e->prev_entry;
-	__jit_debug_descriptor.relevant_entry = e;
-	__jit_debug_descriptor.action_flag = 2;
-	__jit_debug_register_code();
-	__jit_debug_descriptor.action_flag = 0;
+	ep__jit_descriptor.relevant_entry = e;
+	ep__jit_descriptor.action_flag = 2;
+	ep__jit_register_code();
+	ep__jit_descriptor.action_flag = 0;
 	free((void *)e->symfile_addr);
 	free(e);
 	r->gdb = NULL;
@@ -550,7 +588,7 @@ static void gdb_unregister(struct ep__diag *r)
 static void gdb_register(struct ep__diag *r, void *exec, size_t size)
 {
 	gdb_unregister(r);
-	if (!r->finalized || !r->name)
+	if (!r->finalized || !r->name || gdb_descriptor_foreign())
 		return;
 	struct jit_code_entry *e = calloc(1, sizeof(*e));
 	size_t len = 0;
@@ -562,14 +600,14 @@ static void gdb_register(struct ep__diag *r, void *exec, size_t size)
 	}
 	e->symfile_addr = file;
 	e->symfile_size = len;
-	e->next_entry = __jit_debug_descriptor.first_entry;
+	e->next_entry = ep__jit_descriptor.first_entry;
 	if (e->next_entry)
 		e->next_entry->prev_entry = e;
-	__jit_debug_descriptor.first_entry = e;
-	__jit_debug_descriptor.relevant_entry = e;
-	__jit_debug_descriptor.action_flag = 1;
-	__jit_debug_register_code();
-	__jit_debug_descriptor.action_flag = 0;
+	ep__jit_descriptor.first_entry = e;
+	ep__jit_descriptor.relevant_entry = e;
+	ep__jit_descriptor.action_flag = 1;
+	ep__jit_register_code();
+	ep__jit_descriptor.action_flag = 0;
 	r->gdb = e;
 }
 
