@@ -8,7 +8,11 @@
  *     SIGTRAP in JIT code bpf_prog_x+0x1c
  * and a backtrace, then exits with status 128+signal.
  *
- * Everything the handler does is async-signal-safe: no stdio, no malloc.
+ * The handler uses no stdio and no malloc.  ep_symbolize() is
+ * async-signal-safe; ep_backtrace() is only when it walks frame pointers
+ * (EXECPACK_BACKTRACE=fp), not with libunwind, which this example uses
+ * where the library has it, to name the frames outside JIT code too (see
+ * ep_backtrace(3)).
  */
 #define _GNU_SOURCE
 #include <errno.h>
