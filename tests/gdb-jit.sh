@@ -29,7 +29,8 @@ fail() {
 }
 
 # --- foreign ---------------------------------------------------------------
-"$foreign"
+# Two definitions of the descriptor are the point here: not an ASan ODR error.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" "$foreign"
 rc=$?
 [ $rc -eq 77 ] && exit 77
 [ $rc -eq 0 ] || fail "the library changed the program's own GDB JIT list (exit $rc)"
