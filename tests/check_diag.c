@@ -609,7 +609,12 @@ END_TEST
 
 __attribute__((noinline)) static int backtrace_cb(void)
 {
+	/* a frame record of its own, for the frame-pointer walk to find the
+	 * return address into the JIT code */
+	volatile uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	int fd[2];
+
+	(void)frame;
 
 	if (pipe(fd) != 0)
 		return -1;
