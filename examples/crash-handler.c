@@ -53,8 +53,11 @@ static void on_crash(int sig, siginfo_t *si, void *ucv)
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	char name[EP_NAME_MAX + 1];
 	size_t off;
+	/* a frame record in the handler lets the frame-pointer walk (no
+	 * libunwind) cross the signal frame into the interrupted code */
+	volatile uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 
-	(void)si;
+	(void)si, (void)frame;
 	/* after an INT3 the saved pc is one past it: name the trap itself */
 	if (sig == SIGTRAP)
 		pc -= 1;
