@@ -8,7 +8,11 @@
  *     SIGTRAP in JIT code bpf_prog_x+0x1c
  * and a backtrace, then exits with status 128+signal.
  *
- * Everything the handler does is async-signal-safe: no stdio, no malloc.
+ * The handler uses no stdio and no malloc.  ep_symbolize() is
+ * async-signal-safe; ep_backtrace() is only when it walks frame pointers
+ * (EXECPACK_BACKTRACE=fp), not with libunwind, which this example uses
+ * where the library has it, to name the frames outside JIT code too (see
+ * ep_backtrace(3)).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -49,8 +53,11 @@ static void on_crash(int sig, siginfo_t *si, void *ucv)
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	char name[EP_NAME_MAX + 1];
 	size_t off;
+	/* a frame record in the handler lets the frame-pointer walk (no
+	 * libunwind) cross the signal frame into the interrupted code */
+	volatile uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 
-	(void)si;
+	(void)si, (void)frame;
 	/* after an INT3 the saved pc is one past it: name the trap itself */
 	if (sig == SIGTRAP)
 		pc -= 1;

@@ -27,12 +27,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #ifdef HAVE_VALGRIND_VALGRIND_H
@@ -112,6 +114,13 @@ static size_t slot_get(void)
 
 	if (k >= NSEG)
 		return SIZE_MAX;
+	if (i == 0) {
+		/* before the first store: ep_symbolize() reads these without
+		 * g_lock, like the slots, and helgrind does not see the
+		 * acquire/release pairing of these atomics */
+		VALGRIND_HG_DISABLE_CHECKING(&g_high, sizeof(g_high));
+		VALGRIND_HG_DISABLE_CHECKING(g_seg, sizeof(g_seg));
+	}
 	if (!__atomic_load_n(&g_seg[k], __ATOMIC_RELAXED)) {
 		size_t n = (size_t)SEG0 << k;
 		struct sym_slot *seg = calloc(n, sizeof(*seg));
@@ -441,9 +450,18 @@ static void unw_register(struct ep__diag *r, void *exec, size_t size)
  * called, reads the entry named by __jit_debug_descriptor: an in-memory
  * object file.  Each named, finalized allocation gets a minimal ELF file
  * with a NOBITS .text at its address and one function symbol, so `bt` and
- * `info symbol` name JIT frames.  The two symbols are exported (see
- * libexecpack.map); when another JIT in the process defines them too, the
- * dynamic linker binds everyone to one copy, as the protocol expects.
+ * `info symbol` name JIT frames.
+ *
+ * The two symbols are exported (see libexecpack.map) so that gdb finds them
+ * in the library.  The protocol has no lock of its own: each JIT updates
+ * the list under its own, so one list must have one writer.  When the
+ * executable or a library found before this one defines the symbols too
+ * (programs that embed LLVM or LuaJIT do), the dynamic linker binds the
+ * exported names to that other JIT's copies, and gdb, which resolves data
+ * symbols as the dynamic linker does, reads only that descriptor.  The
+ * list is then the other JIT's: the library leaves it alone and does not
+ * register its code with gdb (the rule in libexecpack(7)).  Its own uses go
+ * through hidden aliases, which the dynamic linker never rebinds.
  */
 struct jit_code_entry {
 	struct jit_code_entry *next_entry, *prev_entry;
@@ -465,6 +483,35 @@ __attribute__((visibility("default"), noinline, used)) void __jit_debug_register
 void __jit_debug_register_code(void)
 {
 	__asm__ volatile("" ::: "memory"); /* GDB's breakpoint: keep the call */
+}
+
+/* The library's own copies, never interposed. */
+extern struct jit_descriptor ep__jit_descriptor
+	__attribute__((alias("__jit_debug_descriptor"), visibility("hidden")));
+extern void ep__jit_register_code(void)
+	__attribute__((alias("__jit_debug_register_code"), visibility("hidden")));
+
+/*
+ * Whether the exported descriptor is another object's: its address as the
+ * dynamic linker bound it (through the GOT; an asm, so that no compiler
+ * assumption about interposition can fold the comparison) against our own.
+ * g_lock held.
+ */
+static bool gdb_descriptor_foreign(void)
+{
+	static int foreign = -1; /* bindings do not change after load */
+
+	if (foreign < 0) {
+		const struct jit_descriptor *bound;
+
+#if defined(__x86_64__) && defined(__PIC__)
+		__asm__("movq __jit_debug_descriptor@GOTPCREL(%%rip), %0" : "=r"(bound));
+#else
+		bound = &__jit_debug_descriptor;
+#endif
+		foreign = bound != &ep__jit_descriptor;
+	}
+	return foreign;
 }
 
 /* A minimal ELF64 file: header, .text (NOBITS), .symtab, .strtab, .shstrtab. */
@@ -533,13 +580,13 @@ static void gdb_unregister(struct ep__diag *r)
 	if (e->prev_entry)
 		e->prev_entry->next_entry = e->next_entry;
 	else
-		__jit_debug_descriptor.first_entry = e->next_entry;
+		ep__jit_descriptor.first_entry = e->next_entry;
 	if (e->next_entry)
 		e->next_entry->prev_entry = e->prev_entry;
-	__jit_debug_descriptor.relevant_entry = e;
-	__jit_debug_descriptor.action_flag = 2;
-	__jit_debug_register_code();
-	__jit_debug_descriptor.action_flag = 0;
+	ep__jit_descriptor.relevant_entry = e;
+	ep__jit_descriptor.action_flag = 2;
+	ep__jit_register_code();
+	ep__jit_descriptor.action_flag = 0;
 	free((void *)e->symfile_addr);
 	free(e);
 	r->gdb = NULL;
@@ -548,7 +595,7 @@ static void gdb_unregister(struct ep__diag *r)
 static void gdb_register(struct ep__diag *r, void *exec, size_t size)
 {
 	gdb_unregister(r);
-	if (!r->finalized || !r->name)
+	if (!r->finalized || !r->name || gdb_descriptor_foreign())
 		return;
 	struct jit_code_entry *e = calloc(1, sizeof(*e));
 	size_t len = 0;
@@ -560,14 +607,14 @@ static void gdb_register(struct ep__diag *r, void *exec, size_t size)
 	}
 	e->symfile_addr = file;
 	e->symfile_size = len;
-	e->next_entry = __jit_debug_descriptor.first_entry;
+	e->next_entry = ep__jit_descriptor.first_entry;
 	if (e->next_entry)
 		e->next_entry->prev_entry = e;
-	__jit_debug_descriptor.first_entry = e;
-	__jit_debug_descriptor.relevant_entry = e;
-	__jit_debug_descriptor.action_flag = 1;
-	__jit_debug_register_code();
-	__jit_debug_descriptor.action_flag = 0;
+	ep__jit_descriptor.first_entry = e;
+	ep__jit_descriptor.relevant_entry = e;
+	ep__jit_descriptor.action_flag = 1;
+	ep__jit_register_code();
+	ep__jit_descriptor.action_flag = 0;
 	r->gdb = e;
 }
 
@@ -933,49 +980,203 @@ static void out_frame(struct out *o, unsigned n, uintptr_t ip, uintptr_t lookup,
 	out_str(o, "\n");
 }
 
+/* ---- the frame-pointer walk ------------------------------------------------
+ * Async-signal-safe: system calls (open, read, close, sigaction), no locks,
+ * no allocation, and no read of memory that was not first checked to lie in
+ * the readable mapping that holds the stack being walked.  The mapping is
+ * found in /proc/self/maps, parsed as it is read; a thread's stack is one
+ * mapping (glibc and the kernel put nothing else readable in between), and
+ * its guard pages are mappings of their own, so a frame pointer that leaves
+ * it is refused before it is used.
+ */
+
+/* The readable mapping [*lo, *hi) that holds addr.  0, or -errno. */
+static int map_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	/* per line: START-END PERMS ...; only the first three fields matter */
+	enum { START, END, PERMS, REST } st = START;
+	uintptr_t s = 0, e = 0;
+	char buf[512];
+	int rc = -ENOENT;
+	ssize_t got;
+
+	while (rc == -ENOENT && (got = read(fd, buf, sizeof(buf))) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		for (ssize_t i = 0; i < got && rc == -ENOENT; i++) {
+			char c = buf[i];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+
+			if (c == '\n') {
+				st = START, s = 0, e = 0;
+				continue;
+			}
+			switch (st) {
+			case START:
+				if (d >= 0)
+					s = s << 4 | (uintptr_t)d;
+				else
+					st = c == '-' ? END : REST;
+				break;
+			case END:
+				if (d >= 0)
+					e = e << 4 | (uintptr_t)d;
+				else
+					st = c == ' ' ? PERMS : REST;
+				break;
+			case PERMS:
+				if (c == 'r' && addr >= s && addr < e) {
+					*lo = s;
+					*hi = e;
+					rc = 0;
+				}
+				st = REST;
+				break;
+			case REST:
+				break;
+			}
+		}
+	}
+	close(fd);
+	return rc;
+}
+
+#if defined(__x86_64__) && defined(REG_RIP)
+#define EP_SIGFRAMES 1
+/*
+ * The return address the kernel gives signal handlers (glibc's
+ * __restore_rt, the same for every handler), or 0.  sigaction(2) reports
+ * it for any signal that has a handler.
+ */
+static uintptr_t sig_restorer(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sigaction(sig, NULL, &sa) == 0 && sa.sa_restorer)
+			return (uintptr_t)sa.sa_restorer;
+	}
+	return 0;
+}
+#endif
+
+/*
+ * Walk the frame records from fp ([saved fp, return address] pairs, as
+ * `push rbp; mov rbp, rsp` makes them).  Each next record must lie higher on
+ * the same stack, 8-byte aligned and wholly inside its mapping.  A record
+ * whose return address is the signal restorer is a handler's frame: the
+ * interrupted context follows it (x86-64 rt_sigframe: the return address,
+ * then the ucontext), and the walk goes on from its pc and frame pointer on
+ * the interrupted stack, which is another mapping when the handler runs on
+ * an alternate signal stack.
+ */
+static unsigned fp_walk(struct out *o, const uintptr_t *fp)
+{
+	uintptr_t cur = (uintptr_t)fp, lo = cur, hi = 0;
+	unsigned n = 0;
+#ifdef EP_SIGFRAMES
+	uintptr_t restorer = sig_restorer();
+#endif
+
+	if (map_of(cur, &lo, &hi) != 0)
+		return 0;
+	lo = cur;
+	while (n < 256 && cur >= lo && cur < hi && cur % 8 == 0 &&
+	       hi - cur >= 2 * sizeof(uintptr_t)) {
+		const uintptr_t *rec = (const uintptr_t *)cur;
+		uintptr_t next = rec[0], ip = rec[1];
+
+		if (!ip)
+			break;
+		out_frame(o, n++, ip, ip - 1, NULL, 0);
+#ifdef EP_SIGFRAMES
+		if (restorer && ip == restorer) {
+			const ucontext_t *uc = (const ucontext_t *)(cur + 2 * sizeof(uintptr_t));
+			uintptr_t end = (uintptr_t)&uc->uc_mcontext.gregs[NGREG];
+
+			if (end > hi || n >= 256)
+				break;
+			uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+			uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+
+			next = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+			out_frame(o, n++, pc, pc, NULL, 0); /* the exact pc: no call */
+			if (sp < lo || sp >= hi) {
+				/* the handler ran on another stack */
+				if (map_of(sp, &lo, &hi) != 0)
+					break;
+			}
+			lo = sp;
+			cur = next;
+			continue;
+		}
+#endif
+		if (next <= cur)
+			break;
+		lo = cur + 2 * sizeof(uintptr_t);
+		cur = next;
+	}
+	return n;
+}
+
+/* EXECPACK_BACKTRACE=fp: the frame-pointer walk even where libunwind is
+ * there.  glibc's getenv() is async-signal-safe (it takes no lock). */
+static bool fp_walk_wanted(void)
+{
+#ifdef HAVE_LIBUNWIND
+	const char *e = getenv("EXECPACK_BACKTRACE");
+
+	return e && !strcmp(e, "fp");
+#else
+	return true;
+#endif
+}
+
 EP_API int ep_backtrace(int fd)
 {
 	struct out o = { .fd = fd };
 	unsigned n = 0;
+	int saved_errno = errno;
+	/* also makes this function keep a frame record: the walk starts here */
+	const uintptr_t *fp = __builtin_frame_address(0);
 
+	if (fp_walk_wanted()) {
+		n = fp_walk(&o, fp);
+	} else {
 #ifdef HAVE_LIBUNWIND
-	unw_context_t ctx;
-	unw_cursor_t cur;
-	bool after_signal = true; /* the first frame's ip is exact */
+		unw_context_t ctx;
+		unw_cursor_t cur;
+		bool after_signal = true; /* the first frame's ip is exact */
 
-	if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0)
-		return -ENOTSUP;
-	do {
-		unw_word_t ip = 0, off = 0;
-		char fn[128];
+		if (unw_getcontext(&ctx) != 0 || unw_init_local(&cur, &ctx) != 0) {
+			errno = saved_errno;
+			return -ENOTSUP;
+		}
+		do {
+			unw_word_t ip = 0, off = 0;
+			char fn[128];
 
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
-			break;
-		uintptr_t lookup = after_signal ? ip : ip - 1;
-		int jit = ep_symbolize((const void *)lookup, NULL, 0, NULL) != -ENOENT;
-		bool named = !jit && unw_get_proc_name(&cur, fn, sizeof(fn), &off) == 0;
+			if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
+				break;
+			uintptr_t lookup = after_signal ? ip : ip - 1;
+			int jit = ep_symbolize((const void *)lookup, NULL, 0, NULL) != -ENOENT;
+			bool named = !jit && unw_get_proc_name(&cur, fn, sizeof(fn), &off) == 0;
 
-		out_frame(&o, n++, ip, lookup, named ? fn : NULL, off);
-		after_signal = unw_is_signal_frame(&cur) > 0;
-	} while (n < 256 && unw_step(&cur) > 0);
-#else
-	/* frame-pointer walk: needs frame pointers all the way up */
-	uintptr_t *fp = __builtin_frame_address(0);
-
-	while (fp && n < 256) {
-		uintptr_t ip = fp[1];
-		uintptr_t *next = (uintptr_t *)fp[0];
-
-		if (!ip)
-			break;
-		out_frame(&o, n++, ip, ip - 1, NULL, 0);
-		if (next <= fp || (uintptr_t)next - (uintptr_t)fp > ((uintptr_t)1 << 24) ||
-		    ((uintptr_t)next & 7))
-			break;
-		fp = next;
-	}
+			out_frame(&o, n++, ip, lookup, named ? fn : NULL, off);
+			after_signal = unw_is_signal_frame(&cur) > 0;
+		} while (n < 256 && unw_step(&cur) > 0);
 #endif
+	}
 	out_flush(&o);
+	errno = saved_errno;
 	return o.err ? o.err : (int)n;
 }
 

@@ -13,10 +13,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifdef HAVE_LIBUNWIND
@@ -26,6 +29,18 @@
 
 #include "execpack.h"
 #include "testutil.h"
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EP_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(EP_TEST_TSAN)
+#define EP_TEST_TSAN 1
+#endif
+#ifndef EP_TEST_TSAN
+#define EP_TEST_TSAN 0
+#endif
 
 static struct ep_pool *pool;
 
@@ -594,7 +609,12 @@ END_TEST
 
 __attribute__((noinline)) static int backtrace_cb(void)
 {
+	/* a frame record of its own, for the frame-pointer walk to find the
+	 * return address into the JIT code */
+	volatile uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	int fd[2];
+
+	(void)frame;
 
 	if (pipe(fd) != 0)
 		return -1;
@@ -625,6 +645,268 @@ START_TEST(test_backtrace)
 }
 END_TEST
 
+/* ---- ep_backtrace's frame-pointer walk: bad frame pointers ------------------
+ * EXECPACK_BACKTRACE=fp selects the walk where libunwind is built in.  The
+ * tests run on a thread whose stack is a mapping of known bounds with
+ * PROT_NONE guard pages on both sides, so that a frame pointer that leaves
+ * the stack points at memory that faults.
+ */
+#define BAD_STACK (256 * 1024)
+#define BAD_FP_CALL_END 0x1c
+
+struct guarded_stack {
+	unsigned char *map, *lo, *hi;
+	size_t pg;
+};
+
+static void stack_make(struct guarded_stack *s)
+{
+	s->pg = (size_t)sysconf(_SC_PAGESIZE);
+	s->map = mmap(NULL, BAD_STACK + 2 * s->pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ck_assert(s->map != MAP_FAILED);
+	s->lo = s->map + s->pg;
+	s->hi = s->lo + BAD_STACK;
+	ck_assert_int_eq(mprotect(s->lo, BAD_STACK, PROT_READ | PROT_WRITE), 0);
+}
+
+static void stack_run(struct guarded_stack *s, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_attr_init(&attr), 0);
+	ck_assert_int_eq(pthread_attr_setstack(&attr, s->lo, BAD_STACK), 0);
+	ck_assert_int_eq(pthread_create(&t, &attr, fn, arg), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	pthread_attr_destroy(&attr);
+	munmap(s->map, BAD_STACK + 2 * s->pg);
+}
+
+/* Read what ep_backtrace() wrote into a pipe. */
+static void pipe_drain(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+	ssize_t r;
+
+	while (got < len - 1 && (r = read(fd, buf + got, len - 1 - got)) > 0)
+		got += (size_t)r;
+	buf[got] = 0;
+}
+
+/*
+ * push rbp; movabs rbp, bogus; mov edi, fd; movabs rax, ep_backtrace;
+ * call rax; pop rbp; ret: ep_backtrace()'s frame record then holds bogus
+ * as the next frame pointer.
+ */
+static void *jit_bad_fp(uintptr_t bogus, int fd)
+{
+	int (*bt)(int) = ep_backtrace;
+	uint64_t target;
+	uint32_t fd32 = (uint32_t)fd;
+	struct ep_image img;
+	unsigned char *p;
+	size_t n = 0;
+
+	memcpy(&target, &bt, sizeof(target));
+	ck_assert_int_eq(ep_alloc(pool, 64, &img), 0);
+	p = img.rw;
+	p[n++] = 0x55;
+	p[n++] = 0x48, p[n++] = 0xbd;
+	memcpy(p + n, &bogus, 8), n += 8;
+	p[n++] = 0xbf;
+	memcpy(p + n, &fd32, 4), n += 4;
+	p[n++] = 0x48, p[n++] = 0xb8;
+	memcpy(p + n, &target, 8), n += 8;
+	p[n++] = 0xff, p[n++] = 0xd0;
+	ck_assert_uint_eq(n, BAD_FP_CALL_END);
+	p[n++] = 0x5d;
+	p[n++] = 0xc3;
+	ck_assert_int_eq(ep_set_name(pool, img.exec, "bad_fp"), 0);
+	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
+	return img.exec;
+}
+
+enum { NBAD = 7 };
+struct bad_run {
+	void *code[NBAD];
+	int fd[NBAD][2];
+	const char *what[NBAD];
+	int rc[NBAD];
+	char out[NBAD][4096];
+};
+static uintptr_t g_fake_frame[2];
+
+static void *bad_fp_thread(void *arg)
+{
+	struct bad_run *b = arg;
+
+	for (int i = 0; i < NBAD; i++) {
+		b->rc[i] = tu_as_fn(b->code[i])();
+		close(b->fd[i][1]);
+	}
+	return NULL;
+}
+
+/* Call ep_backtrace() under each bogus frame pointer on a guarded stack,
+ * through the frame-pointer walk.  (libunwind, the default, is left out:
+ * where there is no unwind information it follows frame pointers with its
+ * own checks, which are not ours to promise; under Valgrind it faults.) */
+static void run_bad_fp(struct bad_run *b)
+{
+	struct guarded_stack stk;
+	uintptr_t bogus[NBAD];
+
+	memset(b, 0, sizeof(*b));
+	stack_make(&stk);
+	uintptr_t hi = (uintptr_t)stk.hi, lo = (uintptr_t)stk.lo;
+
+	/* a readable frame record outside the stack that points at itself */
+	g_fake_frame[0] = (uintptr_t)g_fake_frame;
+	g_fake_frame[1] = 0x1234;
+	b->what[0] = "the guard page above the stack", bogus[0] = hi + 64;
+	b->what[1] = "a record across the end of the stack", bogus[1] = hi - 8;
+	b->what[2] = "the guard page below the stack", bogus[2] = lo - 64;
+	b->what[3] = "a record outside the stack", bogus[3] = (uintptr_t)g_fake_frame;
+	b->what[4] = "a misaligned pointer", bogus[4] = (hi - 4096 + 1003) | 1;
+	b->what[5] = "a low address", bogus[5] = 0x10;
+	b->what[6] = "the top of the address space", bogus[6] = ~(uintptr_t)0xfff;
+	for (int i = 0; i < NBAD; i++) {
+		ck_assert_int_eq(pipe(b->fd[i]), 0);
+		b->code[i] = jit_bad_fp(bogus[i], b->fd[i][1]);
+	}
+	ck_assert_int_eq(setenv("EXECPACK_BACKTRACE", "fp", 1), 0);
+	stack_run(&stk, bad_fp_thread, b);
+	unsetenv("EXECPACK_BACKTRACE");
+	for (int i = 0; i < NBAD; i++) {
+		pipe_drain(b->fd[i][0], b->out[i], sizeof(b->out[i]));
+		close(b->fd[i][0]);
+		ck_assert_int_eq(ep_free(pool, b->code[i]), 0);
+	}
+}
+
+START_TEST(test_backtrace_bad_fp)
+{
+	struct bad_run *b = calloc(1, sizeof(*b));
+
+	ck_assert_ptr_nonnull(b);
+	run_bad_fp(b);
+	for (int i = 0; i < NBAD; i++) {
+		const char *o = b->out[i];
+
+		/* no fault on the bogus pointer, and the walk stopped there: the
+		 * JIT frame is the only one and nothing past it was read */
+		ck_assert_msg(b->rc[i] == 1, "%s: ep_backtrace %d:\n%s", b->what[i], b->rc[i], o);
+		ck_assert_msg(!strncmp(o, "#0 0x", 5) && strstr(o, " in bad_fp+0x1c [jit]\n") &&
+				      !strchr(o, '\n')[1],
+			      "%s: not the one JIT frame:\n%s", b->what[i], o);
+	}
+	free(b);
+}
+END_TEST
+
+/*
+ * The walk through a signal frame, with the handler on an alternate signal
+ * stack: "sig_prog" calls its inner part, which sends itself SIGUSR1 with
+ * tgkill; the handler's ep_backtrace() must name the interrupted pc
+ * (sig_prog+0x25, after the syscall) and, back on the thread's own stack,
+ * the return address into the outer part (sig_prog+0x9).
+ */
+static int g_sig_fd, g_sig_rc;
+
+static void sig_bt_handler(int sig, siginfo_t *si, void *uc)
+{
+	/* __builtin_frame_address: the handler keeps a frame record */
+	volatile uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+
+	(void)sig, (void)si, (void)uc, (void)frame;
+	g_sig_rc = ep_backtrace(g_sig_fd);
+}
+
+static void *jit_signaller(pid_t pid, pid_t tid)
+{
+	struct ep_image img;
+	unsigned char *p;
+	size_t n = 0;
+	uint32_t v;
+
+	ck_assert_int_eq(ep_alloc(pool, 64, &img), 0);
+	p = img.rw;
+	p[n++] = 0x55;                                  /* push rbp */
+	p[n++] = 0x48, p[n++] = 0x89, p[n++] = 0xe5;    /* mov rbp, rsp */
+	p[n++] = 0xe8, v = 2, memcpy(p + n, &v, 4), n += 4; /* call inner */
+	p[n++] = 0x5d, p[n++] = 0xc3;                   /* pop rbp; ret */
+	ck_assert_uint_eq(n, 11);                       /* inner: */
+	p[n++] = 0x55;
+	p[n++] = 0x48, p[n++] = 0x89, p[n++] = 0xe5;
+	p[n++] = 0xbf, v = (uint32_t)pid, memcpy(p + n, &v, 4), n += 4;
+	p[n++] = 0xbe, v = (uint32_t)tid, memcpy(p + n, &v, 4), n += 4;
+	p[n++] = 0xba, v = SIGUSR1, memcpy(p + n, &v, 4), n += 4;
+	p[n++] = 0xb8, v = SYS_tgkill, memcpy(p + n, &v, 4), n += 4;
+	p[n++] = 0x0f, p[n++] = 0x05;                   /* syscall */
+	ck_assert_uint_eq(n, 0x25);
+	p[n++] = 0x5d, p[n++] = 0xc3;
+	ck_assert_int_eq(ep_set_name(pool, img.exec, "sig_prog"), 0);
+	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
+	return img.exec;
+}
+
+static void *sigframe_thread(void *arg)
+{
+	stack_t ss = { .ss_size = 64 * 1024 };
+	struct sigaction sa, old;
+
+	(void)arg;
+	ss.ss_sp = mmap(NULL, ss.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			-1, 0);
+	if (ss.ss_sp == MAP_FAILED || sigaltstack(&ss, NULL) != 0)
+		return (void *)1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = sig_bt_handler;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, &old);
+	tu_as_fn(g_jit)();
+	sigaction(SIGUSR1, &old, NULL);
+	ss.ss_flags = SS_DISABLE;
+	sigaltstack(&ss, NULL);
+	munmap(ss.ss_sp, ss.ss_size);
+	return NULL;
+}
+
+static void *sigframe_outer(void *arg)
+{
+	/* the JIT code needs the tid of the thread that runs it */
+	g_jit = jit_signaller(getpid(), (pid_t)syscall(SYS_gettid));
+	return sigframe_thread(arg);
+}
+
+START_TEST(test_backtrace_sigframe)
+{
+	struct guarded_stack stk;
+	int fd[2];
+
+	if (EP_TEST_TSAN)
+		return; /* TSan defers the handler to its next interceptor: no
+			 * signal frame over the JIT code is left to walk */
+	ck_assert_int_eq(pipe(fd), 0);
+	g_sig_fd = fd[1];
+	g_sig_rc = -1;
+	stack_make(&stk);
+	ck_assert_int_eq(setenv("EXECPACK_BACKTRACE", "fp", 1), 0);
+	stack_run(&stk, sigframe_outer, NULL);
+	unsetenv("EXECPACK_BACKTRACE");
+	close(fd[1]);
+	pipe_drain(fd[0], g_bt, sizeof(g_bt));
+	close(fd[0]);
+	ck_assert_msg(g_sig_rc >= 2, "ep_backtrace: %d\n%s", g_sig_rc, g_bt);
+	if (RUNNING_ON_VALGRIND)
+		return; /* Valgrind lays out signal frames its own way */
+	ck_assert_msg(strstr(g_bt, " in sig_prog+0x25 [jit]\n"), "no interrupted pc in:\n%s", g_bt);
+	ck_assert_msg(strstr(g_bt, " in sig_prog+0x9 [jit]\n"), "no caller frame in:\n%s", g_bt);
+	ck_assert_int_eq(ep_free(pool, g_jit), 0);
+}
+END_TEST
+
 static Suite *diag_suite(void)
 {
 	Suite *s = suite_create("diag");
@@ -641,6 +923,8 @@ static Suite *diag_suite(void)
 	tcase_add_test(tc, test_perfmap);
 	tcase_add_test(tc, test_set_unwind_errors);
 	tcase_add_test(tc, test_backtrace);
+	tcase_add_test(tc, test_backtrace_bad_fp);
+	tcase_add_test(tc, test_backtrace_sigframe);
 	suite_add_tcase(s, tc);
 #ifdef HAVE_LIBUNWIND
 	tc = tcase_create("libunwind");

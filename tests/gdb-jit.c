@@ -1,14 +1,71 @@
 /*
- * gdb-jit.c - run by tests/gdb-jit.sh under gdb -batch: JIT code named
- * "gdb_jit_prog" (push rbp; mov rbp, rsp; call gdb_stop_here; pop rbp; ret)
- * is registered through the GDB JIT interface; gdb stops in gdb_stop_here
- * and its `bt` must show the JIT frame by name.
+ * gdb-jit.c - run by tests/gdb-jit.sh, under gdb -batch and alone: JIT code
+ * named "gdb_jit_prog" (push rbp; mov rbp, rsp; call gdb_stop_here;
+ * pop rbp; ret) is registered through the GDB JIT interface.  gdb stops in
+ * gdb_jit_ready() once it is finalized (a hardware breakpoint on the JIT
+ * function can be set there), then in gdb_stop_here(), whose `bt` must show
+ * the JIT frame by name.
+ *
+ * Built twice.  With EP_FOREIGN_JIT_DESCRIPTOR (tests/gdb-jit-foreign) the
+ * program defines __jit_debug_descriptor and __jit_debug_register_code
+ * itself, as programs that embed another JIT (LLVM, LuaJIT) do, so that the
+ * exported names bind to its copies: the library must leave that list
+ * alone (it keeps its own, which gdb reads as well), and the program checks
+ * that it did, exiting 1 if not.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "execpack.h"
+
+#ifdef EP_FOREIGN_JIT_DESCRIPTOR
+struct jit_code_entry {
+	struct jit_code_entry *next_entry, *prev_entry;
+	const char *symfile_addr;
+	uint64_t symfile_size;
+};
+
+struct jit_descriptor {
+	uint32_t version;
+	uint32_t action_flag;
+	struct jit_code_entry *relevant_entry;
+	struct jit_code_entry *first_entry;
+};
+
+struct jit_descriptor __jit_debug_descriptor = { 1, 0, NULL, NULL };
+static int g_register_calls;
+
+__attribute__((noinline)) void __jit_debug_register_code(void);
+void __jit_debug_register_code(void)
+{
+	g_register_calls++;
+	__asm__ volatile("" ::: "memory");
+}
+
+/* The program's own JIT's entry, put in its list by hand (never announced
+ * to gdb: it describes no file). */
+static struct jit_code_entry g_own_entry;
+
+static int foreign_list_intact(const char *when)
+{
+	const struct jit_descriptor *d = &__jit_debug_descriptor;
+
+	if (d->version == 1 && d->action_flag == 0 && d->first_entry == &g_own_entry &&
+	    d->relevant_entry == &g_own_entry && !g_own_entry.next_entry &&
+	    !g_own_entry.prev_entry && g_register_calls == 0)
+		return 1;
+	printf("FAIL: %s: the program's own GDB JIT descriptor was changed (action %u, "
+	       "first %p, own entry %p, next %p, prev %p, %d calls of its "
+	       "__jit_debug_register_code)\n",
+	       when, d->action_flag, (void *)d->first_entry, (void *)&g_own_entry,
+	       (void *)g_own_entry.next_entry, (void *)g_own_entry.prev_entry, g_register_calls);
+	return 0;
+}
+#define PROG_NAME "foreign_jit_prog"
+#else
+#define PROG_NAME "gdb_jit_prog"
+#endif
 
 __attribute__((noinline)) int gdb_stop_here(void);
 int gdb_stop_here(void)
@@ -17,15 +74,26 @@ int gdb_stop_here(void)
 	return 42;
 }
 
+/* The JIT code is finalized and named: gdb knows its symbol from here on. */
+__attribute__((noinline)) void gdb_jit_ready(void);
+void gdb_jit_ready(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
 int main(void)
 {
 	struct ep_pool *pool;
-	struct ep_image img;
+	struct ep_image img, other;
 	int (*cb)(void) = gdb_stop_here;
 	uint64_t target;
 	unsigned char *p;
 	size_t n = 0;
 
+#ifdef EP_FOREIGN_JIT_DESCRIPTOR
+	__jit_debug_descriptor.first_entry = &g_own_entry;
+	__jit_debug_descriptor.relevant_entry = &g_own_entry;
+#endif
 	if (ep_pool_create(NULL, &pool) != 0 || ep_alloc(pool, 32, &img) != 0) {
 		printf("SKIP: no executable memory\n");
 		return 77;
@@ -39,16 +107,30 @@ int main(void)
 	p[n++] = 0xff, p[n++] = 0xd0;
 	p[n++] = 0x5d;
 	p[n++] = 0xc3;
-	if (ep_set_name(pool, img.exec, "gdb_jit_prog") != 0 || ep_finalize(pool, img.exec) != 0)
+	if (ep_set_name(pool, img.exec, PROG_NAME) != 0 || ep_finalize(pool, img.exec) != 0)
 		return 1;
+	/* a second named function, registered and unregistered */
+	if (ep_alloc(pool, 8, &other) != 0 || ep_set_name(pool, other.exec, "short_lived") != 0 ||
+	    ep_finalize(pool, other.exec) != 0 || ep_free(pool, other.exec) != 0)
+		return 1;
+#ifdef EP_FOREIGN_JIT_DESCRIPTOR
+	if (!foreign_list_intact("after ep_set_name and ep_free"))
+		return 1;
+#endif
+	gdb_jit_ready();
 
 	int (*prog)(void);
 
 	memcpy(&prog, &img.exec, sizeof(prog));
 	int r = prog();
 
-	printf("gdb_jit_prog returned %d\n", r);
+	printf(PROG_NAME " returned %d\n", r);
 	ep_free(pool, img.exec);
 	ep_pool_destroy(pool);
+#ifdef EP_FOREIGN_JIT_DESCRIPTOR
+	if (!foreign_list_intact("after ep_pool_destroy"))
+		return 1;
+	printf("PASS: the program's own GDB JIT list was left alone\n");
+#endif
 	return r == 42 ? 0 : 1;
 }

@@ -1,25 +1,79 @@
 #!/bin/sh
-# gdb-jit.sh - gdb names JIT frames registered through the GDB JIT
-# interface: `bt` from a C function called by JIT code shows gdb_jit_prog.
-# SKIP without gdb or when gdb cannot run programs here (ptrace refused).
+# gdb-jit.sh - JIT code and gdb (tests/gdb-jit.c):
+#   foreign: a program that defines the GDB JIT interface symbols itself
+#            (another JIT's) keeps its list as it made it: the library does
+#            not write to it (runs without gdb);
+#   docs:    libexecpack(7) and ep_set_name(3) say to use hbreak;
+#   bt:      gdb names JIT frames registered through the GDB JIT
+#            interface: `bt` from a C function called by JIT code shows
+#            gdb_jit_prog;
+#   hbreak:  a hardware breakpoint on the JIT function by name is hit
+#            (software ones cannot be written into the read-only view).
+# The gdb parts SKIP without gdb or when gdb cannot run programs here
+# (ptrace refused); hbreak SKIPs where hardware breakpoints do not work at
+# all (some virtual machines), which a breakpoint on a C function shows.
 set -u
+srcdir=${top_srcdir:-.}
 builddir=${top_builddir:-.}
 prog=$builddir/tests/gdb-jit
-[ -x "$prog" ] || { echo "ERROR: $prog not built"; exit 99; }
+foreign=$builddir/tests/gdb-jit-foreign
+for p in "$prog" "$foreign"; do
+	[ -x "$p" ] || { echo "ERROR: $p not built"; exit 99; }
+done
+unset LD_PRELOAD
+
+failures=0
+fail() {
+	echo "FAIL: $*"
+	failures=$((failures + 1))
+}
+
+# --- foreign ---------------------------------------------------------------
+# Two definitions of the descriptor are the point here: not an ASan ODR error.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" "$foreign"
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || fail "the library changed the program's own GDB JIT list (exit $rc)"
+
+# --- docs ------------------------------------------------------------------
+for page in doc/libexecpack.7 doc/man3/ep_set_name.3; do
+	grep -q '^\.B hbreak' "$srcdir/$page" || fail "$page does not say to use hbreak"
+done
+
 if ! command -v gdb >/dev/null 2>&1; then
 	echo "SKIP: gdb is not installed"
-	exit 77
+	[ "$failures" -eq 0 ] && exit 77
+	exit 1
 fi
-unset LD_PRELOAD
-out=$(gdb -batch -nx -ex 'set debuginfod enabled off' -ex 'set startup-with-shell off' \
-	-ex 'break gdb_stop_here' -ex run -ex bt -ex 'info symbol $pc' -ex kill "$prog" 2>&1)
+gdbx() {
+	gdb -batch -nx -ex 'set debuginfod enabled off' -ex 'set startup-with-shell off' "$@" 2>&1
+}
+
+# --- bt --------------------------------------------------------------------
+out=$(gdbx -ex 'break gdb_stop_here' -ex run -ex bt -ex 'info symbol $pc' -ex kill "$prog")
 echo "$out"
 if ! echo "$out" | grep -q 'Breakpoint 1, .*gdb_stop_here'; then
 	echo "SKIP: gdb could not run the program to its breakpoint here"
-	exit 77
+	[ "$failures" -eq 0 ] && exit 77
+	exit 1
 fi
 echo "$out" | grep -Eq '^#1 +0x[0-9a-f]+ in gdb_jit_prog \(\)' ||
-	{ echo "FAIL: frame #1 is not named gdb_jit_prog"; exit 1; }
+	fail "frame #1 is not named gdb_jit_prog"
 echo "$out" | grep -Eq '^#2 .* main \(' ||
-	{ echo "FAIL: gdb did not unwind through the JIT frame to main"; exit 1; }
+	fail "gdb did not unwind through the JIT frame to main"
+
+# --- hbreak ----------------------------------------------------------------
+out=$(gdbx -ex 'hbreak gdb_jit_ready' -ex run -ex 'hbreak gdb_jit_prog' -ex continue \
+	-ex kill "$prog")
+echo "$out"
+if ! echo "$out" | grep -q 'Breakpoint 1, .*gdb_jit_ready'; then
+	echo "SKIP (hbreak): a hardware breakpoint on a C function was not hit either:" \
+		"no hardware breakpoints here"
+elif echo "$out" | grep -Eq 'Breakpoint 2, (0x[0-9a-f]+ in )?gdb_jit_prog \(\)'; then
+	echo "PASS: hbreak gdb_jit_prog stops in the JIT code"
+else
+	fail "hbreak gdb_jit_prog was not hit"
+fi
+
+[ "$failures" -eq 0 ] || exit 1
 echo "PASS"
