@@ -69,7 +69,7 @@ static void explain_no_pages(char *why, size_t whylen, int err)
 		ep__why(why, whylen, "hugetlb: no free huge pages (all %ld of vm.nr_hugepages in use)",
 			total);
 	else
-		ep__why(why, whylen, "hugetlb: cannot map a huge page: %s", strerror(err));
+		ep__why(why, whylen, "hugetlb: cannot map a huge page: %s", ep__errno_text(err));
 }
 
 static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
@@ -90,7 +90,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		if (statfs(cfg->path, &sfs) < 0) {
 			int e = errno;
 
-			ep__why(why, whylen, "hugetlb: %s: %s", cfg->path, strerror(e));
+			ep__why(why, whylen, "hugetlb: %s: %s", cfg->path, ep__errno_text(e));
 			free(be);
 			return -e;
 		}

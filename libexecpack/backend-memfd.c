@@ -76,7 +76,7 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 			int e = errno;
 
 			ep__why(why, whylen, "%s: cannot create a file in %s: %s", kind->name, kind->dir,
-				strerror(e));
+				ep__errno_text(e));
 			return -e;
 		}
 		unlink(tmpl);
@@ -95,14 +95,14 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 				ep__why(why, whylen, "%s: memfd_create not supported by this kernel",
 					kind->name);
 			else
-				ep__why(why, whylen, "%s: memfd_create: %s", kind->name, strerror(e));
+				ep__why(why, whylen, "%s: memfd_create: %s", kind->name, ep__errno_text(e));
 			return -e;
 		}
 	}
 	if (ftruncate(fd, (off_t)size) < 0) {
 		int e = errno;
 
-		ep__why(why, whylen, "%s: cannot size the file: %s", kind->name, strerror(e));
+		ep__why(why, whylen, "%s: cannot size the file: %s", kind->name, ep__errno_text(e));
 		close(fd);
 		return -e;
 	}
@@ -141,7 +141,7 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 	if (rw == MAP_FAILED) {
 		int e = errno;
 
-		ep__why(why, whylen, "%s: cannot map the writable alias: %s", kind->name, strerror(e));
+		ep__why(why, whylen, "%s: cannot map the writable alias: %s", kind->name, ep__errno_text(e));
 		return -e;
 	}
 	/* fill before any executable view exists: never map unset memory exec */
@@ -157,7 +157,7 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 				"mount or security policy)", kind->name,
 				read_sysctl_int("/proc/sys/vm/memfd_noexec", -1));
 		else
-			ep__why(why, whylen, "%s: cannot map the exec view: %s", kind->name, strerror(e));
+			ep__why(why, whylen, "%s: cannot map the exec view: %s", kind->name, ep__errno_text(e));
 		munmap(rw, size);
 		return -e;
 	}
