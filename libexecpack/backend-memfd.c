@@ -135,8 +135,7 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 		     ep_fill_fn fill, void *fill_ctx, struct ep__region *out,
 		     char *why, size_t whylen)
 {
-	int mflags = MAP_SHARED | kind->map_flags;
-	void *rw = mmap(alias_hint(kind->align), size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+	void *rw = mmap(alias_hint(kind->align), size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (rw == MAP_FAILED) {
 		int e = errno;
@@ -147,7 +146,7 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 	/* fill before any executable view exists: never map unset memory exec */
 	if (fill)
 		fill(rw, size, fill_ctx);
-	void *exec = mmap(NULL, size, PROT_READ | PROT_EXEC, mflags, fd, 0);
+	void *exec = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
 
 	if (exec == MAP_FAILED) {
 		int e = errno;
@@ -219,8 +218,7 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 	if (fd < 0)
 		return fd;
 
-	int mflags = MAP_SHARED | kind->map_flags;
-	void *tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+	void *tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (tmp == MAP_FAILED) {
 		int e = errno;
@@ -231,7 +229,7 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 	memcpy(tmp, r->rw, r->size);
 	munmap(tmp, r->size);
 
-	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, mflags | MAP_FIXED, fd, 0);
+	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
 
 	if (rw == MAP_FAILED) {
 		int e = errno;
@@ -239,14 +237,14 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		close(fd);
 		return -e;
 	}
-	void *exec = mmap(r->exec, r->size, PROT_READ | PROT_EXEC, mflags | MAP_FIXED, fd, 0);
+	void *exec = mmap(r->exec, r->size, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, 0);
 	int e = errno;
 
 	close(fd);
 	if (exec == MAP_FAILED) {
 		/* The alias is private now but the exec view is not (sealed?):
 		 * refuse changes rather than write code the other process runs. */
-		return -(e ? e : EPERM);
+		return -e;
 	}
 	(void)madvise(rw, r->size, MADV_DONTDUMP);
 	return 0;
