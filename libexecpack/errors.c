@@ -1,5 +1,6 @@
 /*
- * errors.c - ep_strerror() and the version string.
+ * errors.c - ep_strerror() and the version string (from execpack.h's
+ * EP_VERSION_* macros, where configure.ac reads it too).
  *
  * The messages for the codes the library returns itself are static strings
  * worded for what each errno means when this library returns it.  Codes a
@@ -77,9 +78,12 @@ const char *ep__errno_text(int e)
 	return ep_strerror(e);
 }
 
+#define EP_STR_(x) #x
+#define EP_STR(x) EP_STR_(x)
+
 EP_API const char *ep_version(void)
 {
-	return PACKAGE_VERSION;
+	return EP_STR(EP_VERSION_MAJOR) "." EP_STR(EP_VERSION_MINOR) "." EP_STR(EP_VERSION_PATCH);
 }
 
 void ep__why(char *why, size_t len, const char *fmt, ...)

@@ -256,6 +256,19 @@ START_TEST(test_edge_codes)
 }
 END_TEST
 
+/* One version: the header's macros, ep_version() and the package's
+ * (configure reads it from the header; the tarball and execpack.pc use it). */
+START_TEST(test_version_single_source)
+{
+	char want[64];
+
+	snprintf(want, sizeof(want), "%d.%d.%d", EP_VERSION_MAJOR, EP_VERSION_MINOR,
+		 EP_VERSION_PATCH);
+	ck_assert_str_eq(ep_version(), want);
+	ck_assert_str_eq(PACKAGE_VERSION, want);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("errors");
@@ -264,6 +277,7 @@ int main(void)
 	tcase_add_test(tc, test_every_returned_errno_has_text);
 	tcase_add_test(tc, test_no_strerror_in_library);
 	tcase_add_test(tc, test_edge_codes);
+	tcase_add_test(tc, test_version_single_source);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
