@@ -5,8 +5,12 @@
  * it.  The file is a MFD_HUGETLB memfd, or a file in a hugetlbfs mount when
  * ep_config.path names one.  A MAP_SHARED hugetlb mapping reserves its pages
  * when it is created, so "no huge page left" is an error from mmap at
- * ep_alloc() time, never a SIGBUS on first touch.  There is no silent 4 KiB
- * fallback: a pool that asked for hugetlb gets huge pages or an error.
+ * ep_alloc() time, never a SIGBUS on first touch.  A pool created with
+ * EP_BACKEND_HUGETLB gets huge pages or an error (-ENOSPC); one that
+ * EP_BACKEND_AUTO put here falls back to packs on 4 KiB pages (a plain
+ * memfd) once huge pages run out, for new packs and for private copies
+ * after fork(), as libexecpack(7) documents; ep_pool_backend() still says
+ * hugetlb.
  */
 #include "config.h"
 

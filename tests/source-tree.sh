@@ -1,5 +1,6 @@
 #!/bin/sh
-# dead-weight.sh - nothing in the build that nothing uses.
+# source-tree.sh - nothing in the build that nothing uses, and the file
+# lists of the documentation name every library source.
 #
 #   - every HAVE_* macro that configure.ac's AC_CHECK_HEADERS and
 #     AC_CHECK_FUNCS define is tested somewhere in the sources: a check
@@ -9,7 +10,9 @@
 #     macro): code only tests call belongs to the tests;
 #   - in a git checkout, no file that ./bootstrap generates is tracked
 #     (build-aux/ltmain.sh was, through a .gitignore rule that re-included
-#     it).
+#     it);
+#   - README's layout names every libexecpack/*.c, and doc/design.md's
+#     "Where things are" table every libexecpack/*.c and *.h.
 # Environment: top_srcdir (make check).
 set -u
 
@@ -71,9 +74,30 @@ if command -v git >/dev/null 2>&1 && git -C "$srcdir" rev-parse --git-dir >/dev/
 	done
 fi
 
+# --- file lists in the documentation ------------------------------------------
+# README may name a group with a pattern (`backend-*.c`).
+readme_names=$(grep -o '`[^`]*`' "$srcdir/README" | tr -d '`')
+ndocs=0
+for f in "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h; do
+	b=${f##*/}
+	ndocs=$((ndocs + 1))
+	case $b in
+	*.c)
+		named=no
+		for n in $readme_names; do
+			# shellcheck disable=SC2254 # n is a pattern on purpose
+			case $b in $n) named=yes ;; esac
+		done
+		[ "$named" = yes ] || fail "README's layout does not name $b"
+		;;
+	esac
+	grep -q "^|.*\`$b\`" "$srcdir/doc/design.md" ||
+		fail "doc/design.md's table of files does not name $b"
+done
+
 if [ "$failures" -ne 0 ]; then
 	echo "$failures problem(s)"
 	exit 1
 fi
-echo "PASS: $nmacros configure checks used, $nfns internal functions used, generated files in git: $tracked"
+echo "PASS: $nmacros configure checks used, $nfns internal functions used, generated files in git: $tracked, $ndocs files in README and design.md"
 exit 0
