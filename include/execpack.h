@@ -33,7 +33,8 @@ extern "C" {
 /* Allocation granularity inside a pack, in bytes. */
 #define EP_CHUNK_SIZE 64
 
-/* Library version; ep_version() returns the same at run time. */
+/* Library version; ep_version() returns the same at run time.  This is the
+ * only place it is written: configure.ac reads it from here. */
 #define EP_VERSION_MAJOR 0
 #define EP_VERSION_MINOR 1
 #define EP_VERSION_PATCH 0

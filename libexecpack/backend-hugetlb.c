@@ -74,7 +74,7 @@ static void explain_no_pages(char *why, size_t whylen, int err)
 		ep__why(why, whylen, "hugetlb: cannot allocate a huge page though %ld are free "
 			"(a cgroup's hugetlb.2MB.max, or the mount's size limit)", avail);
 	else
-		ep__why(why, whylen, "hugetlb: cannot map a huge page: %s", strerror(err));
+		ep__why(why, whylen, "hugetlb: cannot map a huge page: %s", ep__errno_text(err));
 }
 
 /* The errors that mean "no huge page for us now" (mmap or fallocate). */
@@ -101,7 +101,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		if (statfs(cfg->path, &sfs) < 0) {
 			int e = errno;
 
-			ep__why(why, whylen, "hugetlb: %s: %s", cfg->path, strerror(e));
+			ep__why(why, whylen, "hugetlb: %s: %s", cfg->path, ep__errno_text(e));
 			free(be);
 			return -e;
 		}

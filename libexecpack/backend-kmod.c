@@ -70,7 +70,7 @@ static int kmod_check(struct ep__backend *be, char *why, size_t whylen)
 
 	if (rc) {
 		ep__why(why, whylen, "kmod: %s: not an execpack device (%s)", be->path,
-			strerror(-rc));
+			ep__errno_text(-rc));
 		return rc == -ENOTTY || rc == -EINVAL ? -ENOTTY : rc;
 	}
 	if (info.abi_version != EXECPACK_ABI_VERSION) {
@@ -95,9 +95,9 @@ static int kmod_open_dev(const char *path, char *why, size_t whylen)
 
 		if (e == ENOENT || e == ENODEV || e == ENXIO)
 			ep__why(why, whylen, "kmod: %s: %s (module not loaded?)", path,
-				strerror(e));
+				ep__errno_text(e));
 		else
-			ep__why(why, whylen, "kmod: %s: %s", path, strerror(e));
+			ep__why(why, whylen, "kmod: %s: %s", path, ep__errno_text(e));
 		return -e;
 	}
 	return fd;

@@ -76,7 +76,7 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 			int e = errno;
 
 			ep__why(why, whylen, "%s: cannot create a file in %s: %s", kind->name, kind->dir,
-				strerror(e));
+				ep__errno_text(e));
 			return -e;
 		}
 		unlink(tmpl);
@@ -95,14 +95,14 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 				ep__why(why, whylen, "%s: memfd_create not supported by this kernel",
 					kind->name);
 			else
-				ep__why(why, whylen, "%s: memfd_create: %s", kind->name, strerror(e));
+				ep__why(why, whylen, "%s: memfd_create: %s", kind->name, ep__errno_text(e));
 			return -e;
 		}
 	}
 	if (ftruncate(fd, (off_t)size) < 0) {
 		int e = errno;
 
-		ep__why(why, whylen, "%s: cannot size the file: %s", kind->name, strerror(e));
+		ep__why(why, whylen, "%s: cannot size the file: %s", kind->name, ep__errno_text(e));
 		close(fd);
 		return -e;
 	}
@@ -156,19 +156,18 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 		     ep_fill_fn fill, void *fill_ctx, struct ep__region *out,
 		     char *why, size_t whylen)
 {
-	int mflags = MAP_SHARED | kind->map_flags;
-	void *rw = mmap(alias_hint(kind->align), size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+	void *rw = mmap(alias_hint(kind->align), size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (rw == MAP_FAILED) {
 		int e = errno;
 
-		ep__why(why, whylen, "%s: cannot map the writable alias: %s", kind->name, strerror(e));
+		ep__why(why, whylen, "%s: cannot map the writable alias: %s", kind->name, ep__errno_text(e));
 		return -e;
 	}
 	/* fill before any executable view exists: never map unset memory exec */
 	if (fill)
 		fill(rw, size, fill_ctx);
-	void *exec = mmap(NULL, size, PROT_READ | PROT_EXEC, mflags, fd, 0);
+	void *exec = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
 
 	if (exec == MAP_FAILED) {
 		int e = errno;
@@ -178,7 +177,7 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 				"mount or security policy)", kind->name,
 				read_sysctl_int("/proc/sys/vm/memfd_noexec", -1));
 		else
-			ep__why(why, whylen, "%s: cannot map the exec view: %s", kind->name, strerror(e));
+			ep__why(why, whylen, "%s: cannot map the exec view: %s", kind->name, ep__errno_text(e));
 		munmap(rw, size);
 		return -e;
 	}
@@ -240,8 +239,7 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 	if (fd < 0)
 		return fd;
 
-	int mflags = MAP_SHARED | kind->map_flags;
-	void *tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+	void *tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (tmp == MAP_FAILED) {
 		int e = errno;
@@ -252,7 +250,7 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 	memcpy(tmp, r->rw, r->size);
 	munmap(tmp, r->size);
 
-	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, mflags | MAP_FIXED, fd, 0);
+	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
 
 	if (rw == MAP_FAILED) {
 		int e = errno;
@@ -260,14 +258,14 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		close(fd);
 		return -e;
 	}
-	void *exec = mmap(r->exec, r->size, PROT_READ | PROT_EXEC, mflags | MAP_FIXED, fd, 0);
+	void *exec = mmap(r->exec, r->size, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, 0);
 	int e = errno;
 
 	close(fd);
 	if (exec == MAP_FAILED) {
 		/* The alias is private now but the exec view is not (sealed?):
 		 * refuse changes rather than write code the other process runs. */
-		return -(e ? e : EPERM);
+		return -e;
 	}
 	(void)madvise(rw, r->size, MADV_DONTDUMP);
 	return 0;

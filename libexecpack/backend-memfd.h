@@ -12,7 +12,6 @@
 struct ep__memfd_kind {
 	const char *name;   /* for messages: "memfd", "hugetlb" */
 	unsigned mfd_flags; /* extra memfd_create flags (MFD_HUGETLB | size) */
-	int map_flags;      /* extra mmap flags (MAP_POPULATE to reserve up front) */
 	size_t align;       /* page size of the file */
 	const char *dir;    /* a hugetlbfs mount to create files in, or NULL */
 	int commit;         /* allocate every page when the file is made (fallocate) */

@@ -1,9 +1,11 @@
 /*
  * bitmap.c - first-fit search over a pack's chunk bitmap.
  *
- * A 2 MiB pack has 32768 chunks, i.e. 512 words: scanning whole words with
- * count-trailing-zeros keeps a search cheap even when the pack is nearly
- * full, so no secondary index is kept here (the pool keeps per-pack hints).
+ * Word-at-a-time bit operations with count-trailing-zeros, and a summary
+ * tree over the map (struct ep__fit, below), a secondary index that finds
+ * the first run of n clear bits in O(log nbits) however fragmented the
+ * pack is: the pool searches with it rather than scanning the words (a
+ * 2 MiB pack has 32768 chunks, 512 words).
  */
 #include "bitmap.h"
 
@@ -56,25 +58,6 @@ size_t ep__bitmap_prev_set(const uint64_t *map, size_t pos)
 		if (w == 0)
 			return SIZE_MAX;
 		word = map[--w];
-	}
-}
-
-size_t ep__bitmap_find_zero_area(const uint64_t *map, size_t nbits,
-				 size_t start, size_t n)
-{
-	if (n == 0 || n > nbits)
-		return nbits;
-	for (;;) {
-		size_t lo = ep__bitmap_next_zero(map, nbits, start);
-
-		if (lo >= nbits || nbits - lo < n)
-			return nbits;
-		/* the run ends at the next set bit; only look as far as needed */
-		size_t hi = ep__bitmap_next_set(map, lo + n, lo);
-
-		if (hi >= lo + n)
-			return lo;
-		start = hi + 1;
 	}
 }
 
@@ -236,12 +219,6 @@ void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
 	}
 	memset(fit->dirty, 0, EP__BITMAP_WORDS(fit->nleaves) * sizeof(uint64_t));
 	fit->ndirty = 0;
-}
-
-void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
-{
-	ep__fit_mark(fit, pos, n);
-	ep__fit_flush(fit, map);
 }
 
 /* Lowest p with bits p..p+n-1 of w all clear (1 <= n <= 64), or 64: shift

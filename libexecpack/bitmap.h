@@ -15,13 +15,6 @@
 #define EP__BITMAP_WORDS(nbits) (((nbits) + 63) / 64)
 
 /*
- * Lowest index >= start of a run of n clear bits, like the kernel's
- * bitmap_find_next_zero_area() without alignment; nbits when none.
- */
-size_t ep__bitmap_find_zero_area(const uint64_t *map, size_t nbits,
-				 size_t start, size_t n);
-
-/*
  * The calls below are inline for the common case (a program of up to 4 KiB
  * is a run of at most 64 chunks, usually inside one word), out of line for
  * the rest: the calls themselves were a tenth of a small alloc/free cycle.
@@ -106,7 +99,7 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
  * O(log nbits), however fragmented the map is.  Each node keeps the free
  * run at its start (pre), at its end (suf) and the longest inside it (max);
  * a leaf is one 64-bit word.  After changing bits [pos, pos+n) of the map,
- * call ep__fit_update() for that range.
+ * call ep__fit_mark() for that range, and ep__fit_flush() before a search.
  */
 struct ep__fit_node {
 	uint32_t pre, suf, max;
@@ -141,8 +134,6 @@ static inline void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
 	}
 }
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map);
-/* ep__fit_mark() then ep__fit_flush(). */
-void ep__fit_update(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 /* Longest clear run anywhere in the map. */
 static inline size_t ep__fit_longest(const struct ep__fit *fit)
 {

@@ -1,15 +1,23 @@
 /*
- * errors.c - ep_strerror() and the version string.
+ * errors.c - ep_strerror() and the version string (from execpack.h's
+ * EP_VERSION_* macros, where configure.ac reads it too).
  *
- * Messages are static strings (no strerror(): it is not thread-safe
- * everywhere and its text varies by locale), worded for what each errno
- * means when this library returns it.
+ * The messages for the codes the library returns itself are static strings
+ * worded for what each errno means when this library returns it.  Codes a
+ * system call passes through that are not worded here get the C library's
+ * description from strerrordesc_np(), a constant untranslated string (not
+ * strerror(): it may fill a static buffer, so it is not thread-safe, and its
+ * text depends on the locale).  tests/check_errors.c checks that every code
+ * the sources return has a text of its own.
  */
+#include "config.h"
+
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "config.h"
 #include "execpack.h"
 #include "internal.h"
 
@@ -42,13 +50,41 @@ EP_API const char *ep_strerror(int err)
 	case -ENOTTY: return "Inappropriate ioctl (device is not an execpack device)";
 	case -EEXIST: return "Already exists";
 	case -ESRCH: return "Not found";
-	default: return "Unknown error";
+	case -ENAMETOOLONG: return "Name or path too long (a name longer than EP_NAME_MAX, or a path that does not fit)";
+	case -EPROTO: return "Protocol mismatch (the kernel module's ABI version or page size is not the library's)";
+	case -ENXIO: return "No such device or address (device node without its module)";
+	case -EROFS: return "Read-only file system";
+	case -EINTR: return "Interrupted system call";
+	default:
+#ifdef HAVE_STRERRORDESC_NP
+		if (err > -INT_MAX) {
+			const char *s = strerrordesc_np(-err);
+
+			if (s)
+				return s;
+		}
+#endif
+		return "Unknown error";
 	}
 }
 
+const char *ep__errno_text(int e)
+{
+#ifdef HAVE_STRERRORDESC_NP
+	const char *s = strerrordesc_np(e < 0 && e > -INT_MAX ? -e : e);
+
+	if (s)
+		return s;
+#endif
+	return ep_strerror(e);
+}
+
+#define EP_STR_(x) #x
+#define EP_STR(x) EP_STR_(x)
+
 EP_API const char *ep_version(void)
 {
-	return PACKAGE_VERSION;
+	return EP_STR(EP_VERSION_MAJOR) "." EP_STR(EP_VERSION_MINOR) "." EP_STR(EP_VERSION_PATCH);
 }
 
 void ep__why(char *why, size_t len, const char *fmt, ...)

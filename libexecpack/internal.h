@@ -53,6 +53,12 @@ void ep__copy_code(void *dst, const void *src, size_t len);
 void ep__why(char *why, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * The C library's description of errno value e (either sign) for a why
+ * message: thread-safe and locale-independent, unlike strerror().
+ */
+const char *ep__errno_text(int e);
+
 /* Generation counter bumped in both processes at fork(); see pool.c. */
 unsigned ep__fork_generation(void);
 

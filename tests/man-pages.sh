@@ -10,7 +10,14 @@
 #     names the page;
 #   - every EP_API function of include/execpack.h has a page of its own
 #     name in section 3, and is named in the NAME line of the page it leads
-#     to; every ep_*(3) cross reference resolves.
+#     to; every ep_*(3) cross reference resolves;
+#   - `apropos execpack` finds every page (its NAME line says execpack);
+#     with man-db installed this runs mandb and apropos on the pages;
+#   - no phrase in \(dq quotes is split over two arguments of an
+#     alternating font macro (.BR and the like join their arguments
+#     without a space: "Unknownerror");
+#   - libexecpack(7) refers to every function page and command page, and
+#     says how to build and load the kernel module behind /dev/execpack.
 # Environment: top_srcdir (make check), EP_MAN_PAGES (relative to top_srcdir).
 set -u
 
@@ -141,11 +148,85 @@ while read -r line; do
 	fail "$line, which does not exist"
 done <"$tmp/refs"
 
+# apropos: the NAME line of every page, .so links included, mentions
+# execpack.  mandb indexes the staged tree like an installed one.
+: >"$tmp/apropos"
+if command -v mandb >/dev/null 2>&1 && command -v apropos >/dev/null 2>&1 &&
+	mandb -q -c "$tmp/man" >"$tmp/mandb.out" 2>&1; then
+	how="apropos"
+	apropos -M "$tmp/man" execpack 2>/dev/null |
+		sed -n 's/^\([^ ]*\) (\([0-9]\)).*/\1.\2/p' | sort -u >"$tmp/apropos"
+	while read -r rel; do
+		grep -qx "${rel#*/}" "$tmp/apropos" || fail "$rel: apropos execpack does not find it"
+	done <"$tmp/list"
+else
+	# without man-db: the NAME line itself (lexgrog's view of it)
+	how="NAME lines"
+	while read -r rel; do
+		f=$tmp/man/$rel
+		first=$(sed -n '1p' "$f")
+		case $first in .so\ *) f=$tmp/man/${first#.so } ;; esac
+		[ -f "$f" ] || continue
+		awk '/^\.SH "?NAME"?/ { getline; print; exit }' "$f" | grep -qi execpack ||
+			fail "$rel: its NAME line does not say execpack (apropos execpack misses it)"
+	done <"$tmp/list"
+fi
+
+# Alternating font macros put no space between their arguments, so a phrase
+# quoted with \(dq must be one quoted argument: .BR "\(dqUnknown error\(dq" .
+while read -r rel; do
+	awk -v rel="$rel" '
+		/^\.(BR|RB|BI|IB|IR|RI)[ \t]/ {
+			line = substr($0, 5)
+			while (line != "") {
+				sub(/^[ \t]+/, "", line)
+				if (line == "")
+					break
+				if (substr(line, 1, 1) == "\"") {
+					if (!match(line, /^"[^"]*"/))
+						break
+					line = substr(line, RLENGTH + 1)
+					continue
+				}
+				match(line, /^[^ \t]+/)
+				tok = substr(line, 1, RLENGTH)
+				line = substr(line, RLENGTH + 1)
+				# an opening quote glued to a word, never closed
+				if (gsub(/\\\(dq/, "&", tok) == 1 && tok ~ /^\\\(dq[A-Za-z0-9]/) {
+					print rel ":" FNR ": a quoted phrase split over arguments renders glued: " $0
+					break
+				}
+			}
+		}' "$tmp/man/$rel"
+done <"$tmp/list" >"$tmp/glued"
+while read -r line; do
+	fail "$line"
+done <"$tmp/glued"
+
+# libexecpack(7): the entry page refers to the others and to the module.
+overview=$tmp/man/man7/libexecpack.7
+if [ -f "$overview" ]; then
+	while read -r rel; do
+		case $rel in man3/* | man1/execpack*) ;; *) continue ;; esac
+		case $(sed -n '1p' "$tmp/man/$rel") in .so\ *) continue ;; esac
+		n=${rel#*/}
+		n=${n%.*}
+		sec=${rel%%/*}
+		sec=${sec#man}
+		grep -Eq "^\.BR $(echo "$n" | sed 's/-/\\\\-/g') \($sec\)" "$overview" ||
+			fail "libexecpack.7 does not refer to $n($sec)"
+	done <"$tmp/list"
+	for w in '/dev/execpack' 'insmod' 'M=\$PWD modules'; do
+		grep -q "$w" "$overview" ||
+			fail "libexecpack.7 does not say how to build and load the kernel module ($w)"
+	done
+fi
+
 if [ "$failures" -ne 0 ]; then
 	echo "$failures man page problem(s)"
 	exit 1
 fi
 tools=groff
 [ "$have_mandoc" = yes ] && tools="groff and mandoc"
-echo "PASS: $checked pages clean under $tools; $(wc -l <"$tmp/functions") functions documented"
+echo "PASS: $checked pages clean under $tools; $(wc -l <"$tmp/functions") functions documented; $how finds every page"
 exit 0
