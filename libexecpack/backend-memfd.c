@@ -122,7 +122,7 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 			int e = errno;
 
 			ep__why(why, whylen, "%s: cannot allocate the pages: %s", kind->name,
-				strerror(e));
+				ep__errno_text(e));
 			close(fd);
 			return -e;
 		}

@@ -1895,6 +1895,8 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 	uint64_t frees = 0, used_out = 0, large_out = 0, lbytes_out = 0, packs_in = 0;
 
 #define READ(field) __atomic_load_n(&h->tally.field, __ATOMIC_ACQUIRE)
+	/* (within a pass, a count before the one its writer raises after it,
+	 * or the other way round, so that large_bytes covers large_allocs) */
 	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
 		packs_out += READ(packs_out);
 	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
@@ -1904,10 +1906,10 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 		lbytes_in += READ(lbytes_in);
 	}
 	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
-		frees += READ(frees);
-		used_out += READ(used_out);
-		large_out += READ(large_out);
 		lbytes_out += READ(lbytes_out);
+		large_out += READ(large_out);
+		used_out += READ(used_out);
+		frees += READ(frees);
 	}
 	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
 		packs_in += READ(packs_in);
@@ -1918,6 +1920,8 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 	out->live_allocs = allocs > frees ? (size_t)(allocs - frees) : 0;
 	out->used_bytes = used_in > used_out ? (size_t)(used_in - used_out) : 0;
 	out->large_allocs = large_in > large_out ? (size_t)(large_in - large_out) : 0;
+	if (out->large_allocs > out->live_allocs)
+		out->large_allocs = out->live_allocs; /* (both bound what was alive) */
 	out->large_bytes = lbytes_in > lbytes_out ? (size_t)(lbytes_in - lbytes_out) : 0;
 	return 0;
 }
