@@ -70,7 +70,7 @@ static void pause_us(long us)
  * and under Valgrind or EP_TEST_QUICK=1 shorter still. */
 static double run_budget(void)
 {
-	return rel_quick() ? 0.5 : 1.5;
+	return rel_quick() ? 0.5 : 1.0;
 }
 
 /* How long a child may take before it counts as hung: generous, a healthy
@@ -456,7 +456,7 @@ START_TEST(test_limit_exact_among_16)
 	double end = now_s() + run_budget();
 	int handoffs = 0, src = 0;
 
-	for (int k = 0; k < 4000 && (k < 100 || now_s() < end); k++) {
+	for (int k = 0; k < 2000 && (k < 100 || now_s() < end); k++) {
 		while (w[src].nheld == 0)
 			src = (src + 1) % NT;
 		int dst = (src + 1 + k % (NT - 1)) % NT;
@@ -799,10 +799,10 @@ START_TEST(test_stats_one_alive)
 		hogs[i] = (struct hog){ .pool = pool, .buf = buf };
 		ck_assert_int_eq(pthread_create(&hogs[i].th, NULL, hog_main, &hogs[i]), 0);
 	}
-	/* (a snapshot that is not one shows up about once in 100 turns on
+	/* (a snapshot that is not one showed up about once in 100 turns on
 	 * a loaded 2-core machine: time for a few hundred; a failure ends
 	 * the run at once) */
-	unsigned long steps = ring_run(pool, nthreads, false, 2 * run_budget(), mons, 3);
+	unsigned long steps = ring_run(pool, nthreads, false, 3 * run_budget(), mons, 3);
 
 	stop_all();
 	for (int i = 0; i < nhogs; i++)
@@ -1385,7 +1385,7 @@ START_TEST(test_fork_busy_threads)
 	struct ep_pool *pool = new_pool(EP_BACKEND_AUTO, 0);
 	struct busy_worker w[BUSY_THREADS];
 	void *shared = jit_ok(pool, 64, 0x40000000u);
-	int forks = rel_quick() ? 4 : 30, st = 0, k;
+	int forks = rel_quick() ? 4 : 16, st = 0, k;
 
 	fail_reset();
 	stop_reset();
@@ -1444,15 +1444,25 @@ END_TEST
  * drops the names), while the main thread forks: each child names code in
  * a pool of its own and must not hang.
  */
+/* A pool that is quick to create: memfd with small packs where it can be
+ * had (a 2 MiB pack takes milliseconds to fill), else the default. */
+static int small_pool(struct ep_pool **out)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .pack_size = 64 << 10 };
+
+	return ep_pool_create(&cfg, out) == 0 ? 0 : ep_pool_create(NULL, out);
+}
+
 static void namer_run(void)
 {
 	for (unsigned long i = 0; !stopping(); i++) {
 		struct ep_pool *p = NULL;
-		int rc = ep_pool_create(NULL, &p);
+		int rc = small_pool(&p);
 
 		TCHECK(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
 		/* many names: dropping them at destroy takes a while */
-		for (int j = 0; j < 128; j++) {
+		for (int j = 0; j < 256; j++) {
 			struct ep_image im;
 
 			rc = ep_alloc(p, 64, &im);
@@ -1460,7 +1470,7 @@ static void namer_run(void)
 			rc = ep_set_name(p, im.exec, "doomed");
 			TCHECK(rc == 0, "ep_set_name: %s", ep_strerror(rc));
 			rel_emit_ret_imm(im.rw, 5);
-			if (j % 2)
+			if (j % 8)
 				TCHECK(ep_finalize(p, im.exec) == 0, "ep_finalize");
 		}
 		ep_pool_destroy(p); /* with named code alive */
@@ -1495,7 +1505,7 @@ START_TEST(test_fork_naming_thread)
 		if (pid == 0) {
 			struct ep_pool *p = NULL;
 
-			CHILD_OK(ep_pool_create(NULL, &p));
+			CHILD_OK(small_pool(&p));
 			child_cycle(p, 0x0d000000u | (uint32_t)k);
 			ep_pool_destroy(p);
 			_exit(0);
