@@ -539,7 +539,9 @@ END_TEST
  * finalizes, calls and frees one program, then passes the turn; so its
  * ep_alloc() always comes after the previous thread's ep_free() returned.
  * The limit is the largest size, so at most one program fits, and every
- * ep_alloc() must succeed.  Sizes above 256 bytes are in the mix.
+ * ep_alloc() must succeed.  Sizes above 256 bytes are in the mix.  With
+ * cross set, each thread leaves its program alive and the next one frees
+ * it before it allocates its own: frees of other threads' programs.
  */
 static const size_t ring_sizes[] = { 2048, 320, 64, 1000, 2048, 512, 192, 2048 };
 #define RING_LIMIT 2048
@@ -548,6 +550,7 @@ struct ring {
 	struct ep_pool *pool;
 	int n;
 	bool exact; /* also check that a second allocation is refused */
+	bool cross; /* the next thread frees the program */
 	unsigned long min_steps, max_steps;
 	double deadline;
 	pthread_mutex_t m;
@@ -556,6 +559,8 @@ struct ring {
 	int turn;
 	unsigned long steps;
 	bool done;
+	void *left; /* with cross: the program the last turn left alive */
+	uint32_t left_v;
 };
 
 struct ring_member {
@@ -569,11 +574,20 @@ static void ring_step(struct ring *r, int idx, unsigned long k)
 	size_t size = ring_sizes[k % (sizeof(ring_sizes) / sizeof(ring_sizes[0]))];
 	uint32_t v = 0x10000000u | ((uint32_t)idx << 20) | (uint32_t)(k & 0xfffff);
 	struct ep_image im, extra;
-	int rc = ep_alloc(r->pool, size, &im);
+	int rc;
 
+	if (r->left) {
+		TCHECK(runs_as(r->left, r->left_v), "turn %lu: the previous program reads %#x, "
+		       "not %#x", k, code_imm(r->left), r->left_v);
+		rc = ep_free(r->pool, r->left);
+		TCHECK(rc == 0, "turn %lu: ep_free of the previous thread's program: %s", k,
+		       ep_strerror(rc));
+		r->left = NULL;
+	}
+	rc = ep_alloc(r->pool, size, &im);
 	TCHECK(rc == 0,
-	       "turn %lu: thread %d could not allocate %zu bytes after the previous thread "
-	       "freed its program: %d (%s)",
+	       "turn %lu: thread %d could not allocate %zu bytes after the previous "
+	       "program was freed: %d (%s)",
 	       k, idx, size, rc, ep_strerror(rc));
 	if (r->exact && chunks_of(size) == RING_LIMIT) {
 		rc = ep_alloc(r->pool, 64, &extra);
@@ -587,6 +601,11 @@ static void ring_step(struct ring *r, int idx, unsigned long k)
 	rc = ep_finalize(r->pool, im.exec);
 	TCHECK(rc == 0, "ep_finalize: %s", ep_strerror(rc));
 	TCHECK(runs_as(im.exec, v), "turn %lu: the new program does not return %#x", k, v);
+	if (r->cross) {
+		r->left = im.exec;
+		r->left_v = v;
+		return;
+	}
 	rc = ep_free(r->pool, im.exec);
 	TCHECK(rc == 0, "ep_free: %s", ep_strerror(rc));
 }
@@ -622,10 +641,10 @@ static void *ring_main(void *arg)
 /* Runs a ring of n threads on pool for about budget seconds (200 turns at
  * least, 50 under Valgrind, unless something failed); the monitors run
  * alongside. */
-static unsigned long ring_run(struct ep_pool *pool, int n, bool exact, double budget,
-			      struct monitor *mons, int nmons)
+static unsigned long ring_run(struct ep_pool *pool, int n, bool exact, bool cross,
+			      double budget, struct monitor *mons, int nmons)
 {
-	struct ring r = { .pool = pool, .n = n, .exact = exact };
+	struct ring r = { .pool = pool, .n = n, .exact = exact, .cross = cross };
 	struct ring_member *mem = calloc((size_t)n, sizeof(*mem));
 
 	ck_assert_ptr_nonnull(mem);
@@ -647,6 +666,8 @@ static unsigned long ring_run(struct ep_pool *pool, int n, bool exact, double bu
 	stop_all();
 	for (int i = 0; i < nmons; i++)
 		ck_assert_int_eq(pthread_join(mons[i].th, NULL), 0);
+	if (r.left)
+		ck_assert_int_eq(ep_free(pool, r.left), 0);
 	pthread_cond_destroy(&r.cv);
 	pthread_mutex_destroy(&r.m);
 	free(mem);
@@ -654,7 +675,8 @@ static unsigned long ring_run(struct ep_pool *pool, int n, bool exact, double bu
 }
 
 /* Hand-offs with a limit of one program, while other threads call
- * ep_pool_stats() (from time to time, and without pause). */
+ * ep_pool_stats() (from time to time, and without pause); then with each
+ * program freed by the next thread. */
 START_TEST(test_limit_handoff)
 {
 	struct ep_pool *pool = new_pool(EP_BACKEND_AUTO, RING_LIMIT);
@@ -664,7 +686,7 @@ START_TEST(test_limit_handoff)
 	memset(mons, 0, sizeof(mons));
 	mons[0].pool = mons[1].pool = pool;
 	mons[0].pause_us = 100;
-	unsigned long steps = ring_run(pool, 4, true, run_budget(), mons, _i ? 2 : 1);
+	unsigned long steps = ring_run(pool, 4, true, _i == 2, run_budget(), mons, _i ? 2 : 1);
 
 	assert_no_failure();
 	ck_assert_uint_gt(steps, 0);
@@ -834,7 +856,7 @@ START_TEST(test_stats_one_alive)
 	/* (a snapshot that is not one showed up about once in 100 turns on
 	 * a loaded 2-core machine: time for a few hundred; a failure ends
 	 * the run at once) */
-	unsigned long steps = ring_run(pool, nthreads, false, 3 * run_budget(), mons, 3);
+	unsigned long steps = ring_run(pool, nthreads, false, false, 3 * run_budget(), mons, 3);
 
 	stop_all();
 	for (int i = 0; i < nhogs; i++)
@@ -1579,7 +1601,7 @@ static Suite *manycores_suite(void)
 	tcase_set_timeout(tl, 60);
 	tcase_add_loop_test(tl, test_limit_exact_among_16, 0,
 			    (int)(sizeof(limit_sizes) / sizeof(limit_sizes[0])));
-	tcase_add_loop_test(tl, test_limit_handoff, 0, 2);
+	tcase_add_loop_test(tl, test_limit_handoff, 0, 3);
 	tcase_add_test(tl, test_limit_rounds_16);
 	suite_add_tcase(s, tl);
 
