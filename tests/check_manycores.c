@@ -4,9 +4,10 @@
  *
  *   limit   ep_alloc(3): an allocation counts towards the limit "until
  *           ep_free(3)": among 16 racing threads exactly limit/size succeed,
- *           and bytes one thread freed can be allocated by any other thread
- *           as soon as ep_free() has returned (programs above 256 bytes and
- *           a thread calling ep_pool_stats() included).
+ *           and bytes one thread freed (its own program or another
+ *           thread's) can be allocated by any other thread as soon as
+ *           ep_free() has returned (programs above 256 bytes and a thread
+ *           calling ep_pool_stats() included).
  *   stats   ep_pool_stats(3) reports a state the pool was in: with the
  *           number of live allocations bounded (at most one at a time, or
  *           a few tokens shared by 8 threads), live_allocs and used_bytes
@@ -27,14 +28,13 @@
  * asserts a duration.  The time bounds below only cap how long a loop runs.
  *
  * Children that could hang are waited for with a timeout and killed, so
- * the suite ends either way.  No Check assertion runs while other threads
- * of the test are running (one would unwind the frame they use): threads
- * record the first failure, and the test asserts after joining them.
+ * the suite ends either way.  Threads record the first failure and the
+ * test asserts once they are idle or joined: an assertion unwinds the
+ * test's frame, which a running thread may still use.
  */
 #include "config.h"
 
 #include <check.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
