@@ -1889,6 +1889,7 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 {
 	if (!pool || !out)
 		return -EINVAL;
+	fork_check(); /* (any call makes a child's copies: libexecpack(7)) */
 
 	struct ep__sub *heaps = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE);
 	uint64_t packs_out = 0, allocs = 0, used_in = 0, large_in = 0, lbytes_in = 0;
