@@ -64,6 +64,9 @@
 		if (ep__under_valgrind())            \
 			ANNOTATE_HAPPENS_AFTER(obj); \
 	} while (0)
+#ifndef VALGRIND_HG_ENABLE_CHECKING
+#define VALGRIND_HG_ENABLE_CHECKING(a, n) ((void)(a), (void)(n))
+#endif
 #ifndef VALGRIND_DISCARD_TRANSLATIONS
 #define VALGRIND_DISCARD_TRANSLATIONS(addr, len) ((void)(addr), (void)(len))
 #endif
@@ -1274,6 +1277,8 @@ static void sub_destroy(struct ep__sub *pool)
 	if (!pool->shares_backend)
 		pool->ops->close(pool->be);
 	ep__lock_destroy(&pool->lock);
+	if (ep__under_valgrind())
+		VALGRIND_HG_ENABLE_CHECKING(&pool->tally, sizeof(pool->tally));
 	free(pool->ranges);
 	free(pool->hash);
 	free(pool);
@@ -1613,7 +1618,8 @@ struct ep__thread {
 };
 
 static pthread_key_t g_thread_key;
-static pthread_once_t g_thread_once = PTHREAD_ONCE_INIT;
+static bool g_thread_key_made;                 /* g_thread_key_lock */
+static pthread_mutex_t g_thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread struct ep__thread *tl_self;
 
 /* The calling thread's last pools and its heap in each (a pool is told
@@ -1629,8 +1635,11 @@ static uint64_t g_pool_ids;
 
 static void thread_put(struct ep__thread *t)
 {
-	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (ep__under_valgrind())
+			VALGRIND_HG_ENABLE_CHECKING(t, sizeof(*t));
 		free(t);
+	}
 }
 
 static void thread_exit(void *arg)
@@ -1643,9 +1652,16 @@ static void thread_exit(void *arg)
 	thread_put(t);
 }
 
-static void thread_key_make(void)
+/* (a mutex, not pthread_once(): Helgrind follows it) */
+static bool thread_key_make(void)
 {
-	(void)pthread_key_create(&g_thread_key, thread_exit);
+	pthread_mutex_lock(&g_thread_key_lock);
+	if (!g_thread_key_made)
+		g_thread_key_made = pthread_key_create(&g_thread_key, thread_exit) == 0;
+	bool ok = g_thread_key_made;
+
+	pthread_mutex_unlock(&g_thread_key_lock);
+	return ok;
 }
 
 /* This thread's record, made on first use; NULL without memory. */
@@ -1655,10 +1671,14 @@ static struct ep__thread *thread_self(void)
 
 	if (t)
 		return t;
-	pthread_once(&g_thread_once, thread_key_make);
+	if (!thread_key_make())
+		return NULL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
+	/* (atomics only, shared by the thread and the heaps naming it) */
+	if (ep__under_valgrind())
+		VALGRIND_HG_DISABLE_CHECKING(t, sizeof(*t));
 	t->refs = 1;
 	if (pthread_setspecific(g_thread_key, t)) {
 		free(t);
@@ -1700,6 +1720,7 @@ static struct ep__sub *heap_claim(struct ep_pool *pool)
 		h = sub_clone(pool->first);
 		if (h) {
 			h->next_heap = pool->heaps;
+			VG_HAPPENS_BEFORE(&pool->heaps);
 			__atomic_store_n(&pool->heaps, h, __ATOMIC_RELEASE);
 			pool->nheaps++;
 			goto adopt;
@@ -1748,7 +1769,10 @@ static inline struct ep__sub *owner_of(const struct ep_pool *pool, const void *a
 {
 	struct ep__sub *h = ep__route_get((uintptr_t)addr);
 
-	return h && h->root == pool ? h : NULL;
+	if (!h)
+		return NULL;
+	VG_HAPPENS_AFTER(h); /* route.c published it */
+	return h->root == pool ? h : NULL;
 }
 
 /* Heaps per pool: one per thread that allocates; one when the backend's
@@ -1794,8 +1818,12 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	pool->max_heaps = heaps_wanted(first);
 	pool->id = __atomic_add_fetch(&g_pool_ids, 1, __ATOMIC_RELAXED);
 	pthread_mutex_init(&pool->heaps_lock, NULL);
-	if (ep__under_valgrind())
+	if (ep__under_valgrind()) {
+		/* read without locks by design (limit; stats, after the annotated
+		 * publication of each heap) */
 		VALGRIND_HG_DISABLE_CHECKING(&pool->charged, sizeof(pool->charged));
+		VALGRIND_HG_DISABLE_CHECKING(&pool->heaps, sizeof(pool->heaps));
+	}
 	*out = pool;
 	return 0;
 }
@@ -1812,6 +1840,8 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 	}
 	sub_destroy(pool->first);
 	pthread_mutex_destroy(&pool->heaps_lock);
+	if (ep__under_valgrind())
+		VALGRIND_HG_ENABLE_CHECKING(pool, sizeof(*pool));
 	free(pool);
 }
 
@@ -1892,6 +1922,8 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 	fork_check(); /* (any call makes a child's copies: libexecpack(7)) */
 
 	struct ep__sub *heaps = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE);
+
+	VG_HAPPENS_AFTER(&pool->heaps);
 	uint64_t packs_out = 0, allocs = 0, used_in = 0, large_in = 0, lbytes_in = 0;
 	uint64_t frees = 0, used_out = 0, large_out = 0, lbytes_out = 0, packs_in = 0;
 

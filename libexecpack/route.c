@@ -9,7 +9,18 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "internal.h"
 #include "route.h"
+
+#ifdef HAVE_VALGRIND_HELGRIND_H
+#include <valgrind/helgrind.h>
+#endif
+#ifndef VALGRIND_HG_DISABLE_CHECKING
+#define VALGRIND_HG_DISABLE_CHECKING(a, n) ((void)(a), (void)(n))
+#endif
+#ifndef ANNOTATE_HAPPENS_BEFORE
+#define ANNOTATE_HAPPENS_BEFORE(obj) ((void)(obj))
+#endif
 
 struct ep__route_mid *ep__route_top[EP__ROUTE_FAN];
 
@@ -24,6 +35,10 @@ static void *node_get(void **slot, size_t size)
 
 	if (!fresh)
 		return NULL;
+	/* Helgrind does not follow the acquire loads of readers: the table
+	 * is read without locks by design */
+	if (ep__under_valgrind())
+		VALGRIND_HG_DISABLE_CHECKING(fresh, size);
 	if (__atomic_compare_exchange_n(slot, &n, fresh, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE))
 		return fresh;
@@ -50,6 +65,10 @@ static void **entry(uintptr_t page, bool make)
 
 int ep__route_set(uintptr_t lo, size_t len, void *owner)
 {
+	if (ep__under_valgrind()) {
+		VALGRIND_HG_DISABLE_CHECKING(ep__route_top, sizeof(ep__route_top));
+		ANNOTATE_HAPPENS_BEFORE(owner); /* what readers then read of it */
+	}
 	uintptr_t first = lo >> EP__ROUTE_PAGE_SHIFT;
 	uintptr_t end = (lo + len + ((uintptr_t)1 << EP__ROUTE_PAGE_SHIFT) - 1) >>
 			EP__ROUTE_PAGE_SHIFT;
