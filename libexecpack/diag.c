@@ -655,7 +655,7 @@ static void perfmap_append(const void *exec, size_t size, const char *name)
 	close(fd);
 }
 
-/* ---- hooks from pool.c ----------------------------------------------------- */
+/* ---- hooks from heap.c ------------------------------------------------------ */
 
 /*
  * Valgrind (3.19, amd64) reads guest code a little past the instruction it
@@ -864,11 +864,21 @@ void ep__diag_hide_word(const void *addr, size_t len)
  * reads them after this (a pool call made after the library's destructors
  * would get "uninitialised value" reports).
  */
+static void (*g_on_exit)(void);
+
+void ep__diag_on_exit(void (*fn)(void))
+{
+	__atomic_store_n(&g_on_exit, fn, __ATOMIC_RELEASE);
+}
+
 __attribute__((destructor)) static void diag_at_exit(void)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
-	ep__pool_hide_from_leak_check();
+	void (*hide)(void) = __atomic_load_n(&g_on_exit, __ATOMIC_ACQUIRE);
+
+	if (hide)
+		hide();
 	pthread_mutex_lock(&g_lock);
 	for (struct ep__diag *r = g_records; r; r = r->next) {
 #ifdef HAVE_LIBUNWIND
@@ -1180,7 +1190,7 @@ EP_API int ep_backtrace(int fd)
 	return o.err ? o.err : (int)n;
 }
 
-/* fork(): pool.c's handlers take diag's lock with the heaps' (after them:
+/* fork(): fork.c's handlers take diag's lock with the heaps' (after them:
  * names are set with a heap locked), so no child inherits it held. */
 void ep__diag_fork_prepare(void)
 {

@@ -2,7 +2,7 @@
  * diag.h - diagnostics for JIT code: names, symbolization, libunwind
  * registration, perf maps and Valgrind client requests (diag.c).
  *
- * pool.c calls the ep__diag_* hooks with the pool's lock held, so that for
+ * heap.c calls the ep__diag_* hooks with the heap's lock held, so that for
  * one allocation they are ordered like the calls that caused them.  Each
  * allocation carries one pointer, owned by diag.c (struct ep__alloc.diag),
  * that is NULL until the allocation is named.
@@ -15,7 +15,7 @@
 
 #include "internal.h"
 
-struct ep__sub; /* pool.c: one sub-pool, its own lock */
+struct ep__sub; /* pool.h: one heap (a key for memcheck, never looked into) */
 struct ep__diag; /* per named allocation, diag.c only */
 
 void ep__diag_alloc_slow(struct ep__sub *pool, void *exec, size_t size);
@@ -62,14 +62,15 @@ int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool final
 			int kind, size_t prologue, size_t frame);
 
 /*
- * Under Valgrind only, at exit: make the pool's own copies of allocation
- * addresses invisible to memcheck's leak scan (pool.c), so that an
- * allocation the program lost shows as "definitely lost".
+ * Under Valgrind only, at exit: fn (set by fork.c, which knows every heap)
+ * makes the pool's own copies of allocation addresses invisible to
+ * memcheck's leak scan with ep__diag_hide_word(), so that an allocation the
+ * program lost shows as "definitely lost".
  */
-void ep__pool_hide_from_leak_check(void);
+void ep__diag_on_exit(void (*fn)(void));
 void ep__diag_hide_word(const void *addr, size_t len);
 
-/* fork handlers (pool.c): diag's lock across fork(), or reset in a child
+/* fork handlers (fork.c): diag's lock across fork(), or reset in a child
  * that ran none */
 void ep__diag_fork_prepare(void);
 void ep__diag_fork_parent(void);

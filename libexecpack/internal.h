@@ -59,7 +59,13 @@ void ep__why(char *why, size_t len, const char *fmt, ...)
  */
 const char *ep__errno_text(int e);
 
-/* Generation counter bumped in both processes at fork(); see pool.c. */
-unsigned ep__fork_generation(void);
+/* The fork generation: raised in a child of fork(), never in the parent
+ * (fork.c); a region made or copied in an older one is shared. */
+extern unsigned ep__fork_gen;
+
+static inline unsigned ep__fork_generation(void)
+{
+	return __atomic_load_n(&ep__fork_gen, __ATOMIC_RELAXED);
+}
 
 #endif /* EP_INTERNAL_H */

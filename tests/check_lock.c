@@ -15,7 +15,7 @@
 #include "lock.h"
 #include "testutil.h"
 
-int ep__valgrind; /* (pool.c's, set by ep_pool_create(); not linked here) */
+int ep__valgrind; /* (api.c's, set by ep_pool_create(); not linked here) */
 
 static struct ep__lock g_lock;
 static volatile unsigned long g_count; /* plain: only the lock protects it */

@@ -1,0 +1,211 @@
+/*
+ * api.c - the public calls on pools: creating and destroying a pool, which
+ * heap serves a call (the caller's own for ep_alloc(), the owner of the
+ * address for the others), and the statistics.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "route.h"
+#include "track.h"
+
+/* The heap of pool that owns addr (route.h), or NULL: no lock is taken. */
+static inline struct ep__sub *owner_of(const struct ep_pool *pool, const void *addr)
+{
+	struct ep__sub *h = ep__route_get((uintptr_t)addr);
+
+	if (!h)
+		return NULL;
+	VG_HAPPENS_AFTER(h); /* route.c published it */
+	return h->root == pool ? h : NULL;
+}
+
+int ep__valgrind;
+static uint64_t g_pool_ids;
+
+EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
+{
+	/* (every pool call comes after this one: the hooks may test a word) */
+	__atomic_store_n(&ep__valgrind, RUNNING_ON_VALGRIND ? 1 : 0, __ATOMIC_RELAXED);
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+
+	struct ep_pool *pool = calloc(1, sizeof(*pool));
+	struct ep__sub *first;
+
+	if (!pool)
+		return -ENOMEM;
+	int rc = ep__heap_create(cfg, &first);
+
+	if (rc) {
+		free(pool);
+		return rc;
+	}
+	first->root = pool;
+	pool->first = pool->heaps = first;
+	pool->nheaps = 1;
+	pool->limit = first->limit;
+	pool->max_heaps = ep__heaps_wanted(first);
+	pool->id = __atomic_add_fetch(&g_pool_ids, 1, __ATOMIC_RELAXED);
+	pthread_mutex_init(&pool->heaps_lock, NULL);
+	if (ep__under_valgrind()) {
+		/* read without locks by design (limit; stats, after the annotated
+		 * publication of each heap) */
+		VALGRIND_HG_DISABLE_CHECKING(&pool->charged, sizeof(pool->charged));
+		VALGRIND_HG_DISABLE_CHECKING(&pool->heaps, sizeof(pool->heaps));
+	}
+	*out = pool;
+	return 0;
+}
+
+EP_API void ep_pool_destroy(struct ep_pool *pool)
+{
+	if (!pool)
+		return;
+	/* the first heap last: it closes the backend the others share */
+	for (struct ep__sub *h = pool->heaps, *n; h; h = n) {
+		n = h->next_heap;
+		if (h != pool->first)
+			ep__heap_destroy(h);
+	}
+	ep__heap_destroy(pool->first);
+	pthread_mutex_destroy(&pool->heaps_lock);
+	if (ep__under_valgrind())
+		VALGRIND_HG_ENABLE_CHECKING(pool, sizeof(*pool));
+	free(pool);
+}
+
+EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
+{
+	if (!pool)
+		return -EINVAL;
+	if (__builtin_expect(ep__in_fill, 0))
+		return -EDEADLK;
+	ep__fork_check();
+	struct ep__sub *h = ep__home(pool);
+	int rc = h ? ep__heap_alloc(h, size, out) : -ENOMEM;
+
+	/* no tail call: memcheck's report of a lost allocation names ep_alloc */
+	__asm__ volatile("");
+	return rc;
+}
+
+/* Calls on an existing allocation go to the heap that owns its address,
+ * whichever thread makes them. */
+#define ON_OWNER(pool, addr, call)                                 \
+	do {                                                       \
+		if (__builtin_expect(ep__in_fill, 0))               \
+			return -EDEADLK;                           \
+		ep__fork_check();                                      \
+		struct ep__sub *pool_ = owner_of(pool, addr);      \
+		return pool_ ? (call) : -EINVAL;                   \
+	} while (0)
+
+EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
+{
+	if (!pool || !dst || (!src && len))
+		return -EINVAL;
+	ON_OWNER(pool, dst, ep__heap_write(pool_, dst, src, len));
+}
+
+EP_API int ep_finalize(struct ep_pool *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	ON_OWNER(pool, exec, ep__heap_finalize(pool_, exec));
+}
+
+EP_API int ep_free(struct ep_pool *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	ON_OWNER(pool, exec, ep__heap_free(pool_, exec));
+}
+
+EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
+{
+	if (!pool || !exec || !name)
+		return -EINVAL;
+	ON_OWNER(pool, exec, ep__heap_set_name(pool_, exec, name));
+}
+
+EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
+			 size_t frame)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	ON_OWNER(pool, exec, ep__heap_set_unwind(pool_, exec, kind, prologue, frame));
+}
+
+/*
+ * Without a lock, from the heaps' monotonic counts, read in four passes:
+ * what goes away first (packs and large mappings released), then what was
+ * taken, then what was given back, then what was made.  A count read later
+ * is at least what it was at any earlier moment, so with T the moment
+ * between the second and third passes: live_allocs, used_bytes,
+ * large_allocs and large_bytes are at most what they were at T (never more
+ * than were alive at any moment of the call), and packs, pack_bytes are at
+ * least what they were at T, so used_bytes <= pack_bytes always.  With no
+ * other thread calling, the figures are exact.
+ */
+EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
+{
+	if (!pool || !out)
+		return -EINVAL;
+	ep__fork_check(); /* (any call makes a child's copies: libexecpack(7)) */
+
+	struct ep__sub *heaps = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE);
+
+	VG_HAPPENS_AFTER(&pool->heaps);
+	uint64_t packs_out = 0, allocs = 0, used_in = 0, large_in = 0, lbytes_in = 0;
+	uint64_t frees = 0, used_out = 0, large_out = 0, lbytes_out = 0, packs_in = 0;
+
+#define READ(field) __atomic_load_n(&h->tally.field, __ATOMIC_ACQUIRE)
+	/* (within a pass, a count before the one its writer raises after it,
+	 * or the other way round, so that large_bytes covers large_allocs) */
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
+		packs_out += READ(packs_out);
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+		allocs += READ(allocs);
+		used_in += READ(used_in);
+		large_in += READ(large_in);
+		lbytes_in += READ(lbytes_in);
+	}
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+		lbytes_out += READ(lbytes_out);
+		large_out += READ(large_out);
+		used_out += READ(used_out);
+		frees += READ(frees);
+	}
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
+		packs_in += READ(packs_in);
+#undef READ
+	memset(out, 0, sizeof(*out));
+	out->packs = (size_t)(packs_in - packs_out);
+	out->pack_bytes = out->packs * pool->first->pack_size;
+	out->live_allocs = allocs > frees ? (size_t)(allocs - frees) : 0;
+	out->used_bytes = used_in > used_out ? (size_t)(used_in - used_out) : 0;
+	out->large_allocs = large_in > large_out ? (size_t)(large_in - large_out) : 0;
+	if (out->large_allocs > out->live_allocs)
+		out->large_allocs = out->live_allocs; /* (both bound what was alive) */
+	out->large_bytes = lbytes_in > lbytes_out ? (size_t)(lbytes_in - lbytes_out) : 0;
+	return 0;
+}
+
+EP_API const char *ep_pool_backend(const struct ep_pool *pool)
+{
+	return pool ? pool->first->ops->name : NULL;
+}
+
+EP_API const char *ep_pool_reasons(const struct ep_pool *pool)
+{
+	return pool ? pool->first->reasons : NULL;
+}
+

@@ -1,0 +1,179 @@
+/*
+ * config.c - a caller's struct ep_config, copied and checked once (for
+ * ep_pool_create() and ep_backend_probe() alike), EXECPACK_BACKEND, and the
+ * backends by name and in AUTO's order.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+static const struct ep__backend_ops *backend_ops(enum ep_backend b)
+{
+	switch (b) {
+	case EP_BACKEND_MEMFD: return &ep__backend_memfd;
+	case EP_BACKEND_HUGETLB: return &ep__backend_hugetlb;
+	case EP_BACKEND_KMOD: return &ep__backend_kmod;
+	default: return NULL;
+	}
+}
+
+static void add_reason(struct ep__sub *pool, const char *why)
+{
+	size_t used = strlen(pool->reasons);
+
+	if (!why[0] || used + 3 >= sizeof(pool->reasons))
+		return;
+	snprintf(pool->reasons + used, sizeof(pool->reasons) - used, "%s%s",
+		 used ? "; " : "", why);
+}
+
+/* Copy a caller's config of any known-compatible size (libbpf opts rules:
+ * fields past the caller's sz are zero; bytes past ours must be zero). */
+static int config_copy(const struct ep_config *in, struct ep_config *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!in)
+		return 0;
+	if (in->sz < offsetof(struct ep_config, backend) + sizeof(in->backend))
+		return -EINVAL;
+	if (in->sz > sizeof(*out)) {
+		const unsigned char *tail = (const unsigned char *)in + sizeof(*out);
+
+		for (size_t i = 0; i < in->sz - sizeof(*out); i++)
+			if (tail[i])
+				return -E2BIG;
+		memcpy(out, in, sizeof(*out));
+	} else {
+		memcpy(out, in, in->sz);
+	}
+	out->sz = sizeof(*out);
+	return 0;
+}
+
+static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
+{
+	char why[256];
+	enum ep_backend want = cfg->backend;
+	const char *env = getenv("EXECPACK_BACKEND");
+
+	if (want == EP_BACKEND_AUTO && env && *env) {
+		if (!strcmp(env, "memfd"))
+			want = EP_BACKEND_MEMFD;
+		else if (!strcmp(env, "hugetlb"))
+			want = EP_BACKEND_HUGETLB;
+		else if (!strcmp(env, "kmod"))
+			want = EP_BACKEND_KMOD;
+		else if (strcmp(env, "auto"))
+			return -EINVAL;
+	}
+	if (want != EP_BACKEND_AUTO) {
+		const struct ep__backend_ops *ops = backend_ops(want);
+		/* EXECPACK_BACKEND=name means what the explicit backend means
+		 * (no fallback the backend keeps for AUTO) */
+		struct ep_config named = *cfg;
+
+		if (!ops)
+			return (unsigned)want > EP_BACKEND_KMOD ? -EINVAL : -ENODEV;
+		named.backend = want;
+		why[0] = 0;
+		int rc = ops->open(&named, &pool->be, why, sizeof(why));
+
+		if (rc) {
+			add_reason(pool, why);
+			return rc;
+		}
+		pool->ops = ops;
+		return 0;
+	}
+
+	static const enum ep_backend order[] = { EP_BACKEND_HUGETLB, EP_BACKEND_MEMFD,
+						 EP_BACKEND_KMOD };
+	int first = -ENODEV;
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		const struct ep__backend_ops *ops = backend_ops(order[i]);
+
+		if (!ops)
+			continue;
+		why[0] = 0;
+		int rc = ops->open(cfg, &pool->be, why, sizeof(why));
+
+		if (rc == 0) {
+			pool->ops = ops;
+			return 0;
+		}
+		if (first == -ENODEV)
+			first = rc;
+		add_reason(pool, why);
+	}
+	return first;
+}
+
+/*
+ * The one validation of a config, for ep_pool_create() and
+ * ep_backend_probe() alike: copied and checked, the backend (backend, or
+ * cfg's own when negative) opened, and what depends on the backend checked.
+ * On success pool->ops and pool->be are open and *cfg holds the copy.
+ */
+int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
+			struct ep__sub *pool)
+{
+	int rc = config_copy(cfg_in, cfg);
+
+	if (rc)
+		return rc;
+	if (backend >= 0)
+		cfg->backend = (enum ep_backend)backend;
+	if ((cfg->flags & ~EP_F_ALL) || (unsigned)cfg->backend > EP_BACKEND_KMOD)
+		return -EINVAL;
+	rc = open_backend(pool, cfg);
+	if (rc)
+		return rc;
+	if ((cfg->flags & EP_F_SEAL) && ep__mseal(NULL, 0) == -ENOSYS) {
+		/* mseal(addr, 0) is a no-op where the call exists (Linux 6.10+) */
+		add_reason(pool, "seal: mseal() not supported by this kernel");
+		rc = -EOPNOTSUPP;
+	} else {
+		size_t page = pool->ops->page_size(pool->be);
+		size_t pack = cfg->pack_size ? cfg->pack_size : pool->ops->default_pack_size(pool->be);
+
+		if (pack % page || pack > EP__MAX_PACK_SIZE)
+			rc = -EINVAL;
+	}
+	if (rc) {
+		pool->ops->close(pool->be);
+		pool->ops = NULL;
+		pool->be = NULL;
+	}
+	return rc;
+}
+
+
+EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg_in,
+			    char *why, size_t whylen)
+{
+	struct ep_config cfg;
+	struct ep__sub probe;
+	int rc;
+
+	if (why && whylen)
+		why[0] = 0;
+	if ((unsigned)backend > EP_BACKEND_KMOD)
+		return -EINVAL;
+	memset(&probe, 0, sizeof(probe));
+	rc = ep__config_open(cfg_in, (int)backend, &cfg, &probe);
+	if (rc) {
+		ep__why(why, whylen, "%s", probe.reasons);
+		return rc;
+	}
+	if (backend == EP_BACKEND_AUTO)
+		ep__why(why, whylen, "%s", probe.ops->name);
+	probe.ops->close(probe.be);
+	return 0;
+}
+

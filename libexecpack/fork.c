@@ -1,0 +1,211 @@
+/*
+ * fork.c - fork() and the processes it makes; the list of every heap of
+ * every pool that the fork handlers walk.
+ *
+ * The mappings are MAP_SHARED, so a child of fork() shares its parent's code
+ * pages.  The child, never the parent, makes them its own: the fork
+ * generation changes only in the child, and there every region is given a
+ * private copy at the same addresses (the backend's privatize op) before
+ * fork() returns in it.  The parent holds every heap lock until the child has
+ * done so (it waits on a pipe the child closes, or that closes when the
+ * child dies), so no change of the parent's reaches code the child runs, and
+ * the parent neither copies nor makes a file.
+ *
+ * A child made without fork()'s handlers (_Fork(), syscall(SYS_fork),
+ * clone() without CLONE_VM) is recognised by a page with MADV_WIPEONFORK,
+ * which reads as zeros there: its first call resets the locks and makes its
+ * copies then (libexecpack(7) says what such a child may see before that).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "pool.h"
+#include "track.h"
+
+static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ep__sub *g_pools;
+unsigned ep__fork_gen;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+int *ep__fork_mark; /* a MADV_WIPEONFORK page: nonzero in the process that set it */
+static int g_fork_pipe[2] = { -1, -1 };
+
+/* Before the first change to a region after a fork(): make it ours alone. */
+int ep__own_region_slow(struct ep__sub *pool, struct ep__region *r)
+{
+	unsigned gen = ep__fork_generation();
+
+	if (r->gen == gen)
+		return 0;
+	if (r->sealed)
+		return -EPERM; /* a sealed view cannot be replaced by a private copy */
+	if (pool->ops->privatize) {
+		int rc = pool->ops->privatize(pool->be, r);
+
+		if (rc)
+			return rc;
+	}
+	r->gen = gen;
+	return 0;
+}
+
+static void own_now(struct ep__sub *pool, struct ep__region *r)
+{
+	(void)ep__own_region_slow(pool, r); /* failed: tried again before a change */
+}
+
+/* In a new child, with every lock ours: a new generation, every region
+ * copied. */
+static void child_take_over(void)
+{
+	__atomic_add_fetch(&ep__fork_gen, 1, __ATOMIC_RELAXED);
+	for (struct ep__sub *h = g_pools; h; h = h->gnext)
+		ep__heap_each_region(h, own_now);
+	if (ep__fork_mark)
+		__atomic_store_n(ep__fork_mark, 1, __ATOMIC_RELAXED);
+}
+
+/* Holding every heap lock across fork() means no change is half-done in
+ * the child; diag.c's lock is taken too (a name or a destroy under way). */
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&g_pools_lock);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__lock(&p->lock);
+	ep__diag_fork_prepare();
+	if (g_pools && pipe2(g_fork_pipe, O_CLOEXEC))
+		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
+}
+
+static void atfork_unlock(void)
+{
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__unlock(&p->lock);
+	pthread_mutex_unlock(&g_pools_lock);
+}
+
+static void atfork_parent(void)
+{
+	ep__diag_fork_parent();
+	if (g_fork_pipe[0] >= 0) {
+		char c;
+
+		close(g_fork_pipe[1]);
+		/* EOF: the child has its copies, or has exited */
+		while (read(g_fork_pipe[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(g_fork_pipe[0]);
+		g_fork_pipe[0] = g_fork_pipe[1] = -1;
+	}
+	atfork_unlock();
+}
+
+/* The child has one thread: the biases of the parent's threads go, and
+ * membarrier(2) is set up again for this process. */
+static void atfork_child(void)
+{
+	if (g_fork_pipe[0] >= 0)
+		close(g_fork_pipe[0]);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__lock_reset_child(&p->lock);
+	ep__lock_setup();
+	ep__diag_fork_child();
+	child_take_over();
+	if (g_fork_pipe[1] >= 0)
+		close(g_fork_pipe[1]);
+	g_fork_pipe[0] = g_fork_pipe[1] = -1;
+	atfork_unlock();
+}
+
+/* A child that ran no fork handler: whatever a vanished thread held is
+ * free now (see libexecpack(7) on what was under way). */
+void ep__fork_missed(void)
+{
+	pthread_mutex_init(&g_pools_lock, NULL);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+		ep__lock_init(&p->lock);
+		if (p == p->root->first)
+			pthread_mutex_init(&p->root->heaps_lock, NULL);
+	}
+	ep__lock_setup();
+	ep__diag_fork_reset();
+	pthread_mutex_lock(&g_pools_lock);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+		ep__lock(&p->lock);
+	child_take_over();
+	atfork_unlock();
+}
+
+static void hide_from_leak_check(void);
+
+static void atfork_install(void)
+{
+	ep__diag_on_exit(hide_from_leak_check);
+	long pg = sysconf(_SC_PAGESIZE);
+	void *m = mmap(NULL, pg > 0 ? (size_t)pg : 4096, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m != MAP_FAILED) {
+		if (madvise(m, pg > 0 ? (size_t)pg : 4096, MADV_WIPEONFORK) == 0) {
+			*(int *)m = 1;
+			ep__fork_mark = m;
+		} else {
+			munmap(m, pg > 0 ? (size_t)pg : 4096); /* (before Linux 4.14) */
+		}
+	}
+	ep__lock_setup();
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/*
+ * Under Valgrind, at exit (called by diag.c's destructor): the pool's own copies of
+ * the addresses it handed out are made invisible to memcheck's leak scan,
+ * so that an allocation the program lost is reported "definitely lost".
+ */
+static void hide_from_leak_check(void)
+{
+	pthread_mutex_lock(&g_pools_lock);
+	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+		for (size_t i = 0; i < p->nranges; i++)
+			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
+		for (struct ep__pack *k = p->head; k; k = k->next)
+			ep__diag_hide_word(&k->r.exec, sizeof(k->r.exec));
+		for (size_t i = 0; i <= p->hash_mask; i++) {
+			for (struct ep__alloc *a = p->hash[i]; a; a = a->hnext) {
+				ep__diag_hide_word(&a->key, sizeof(a->key));
+				ep__diag_hide_word(&a->exec, sizeof(a->exec));
+				ep__diag_hide_word(&a->large.exec, sizeof(a->large.exec));
+			}
+		}
+	}
+	pthread_mutex_unlock(&g_pools_lock);
+}
+
+/* Every heap of every pool, for the handlers (and Valgrind's exit hook). */
+void ep__fork_track(struct ep__sub *h)
+{
+	pthread_once(&g_atfork_once, atfork_install);
+	pthread_mutex_lock(&g_pools_lock);
+	h->gnext = g_pools;
+	if (g_pools)
+		g_pools->gprev = h;
+	g_pools = h;
+	pthread_mutex_unlock(&g_pools_lock);
+}
+
+void ep__fork_untrack(struct ep__sub *h)
+{
+	pthread_mutex_lock(&g_pools_lock);
+	if (h->gprev)
+		h->gprev->gnext = h->gnext;
+	else
+		g_pools = h->gnext;
+	if (h->gnext)
+		h->gnext->gprev = h->gprev;
+	pthread_mutex_unlock(&g_pools_lock);
+}

@@ -1,0 +1,1097 @@
+/*
+ * heap.c - one heap: its packs (first fit in creation order, as the
+ * kernel's bpf_prog_pack does), its large mappings, the allocation table
+ * and the staging buffers, and the calls on them; the caller picks the heap
+ * (api.c) and each call here takes that heap's lock.
+ *
+ * No metadata lives in executable memory: each pack has two out-of-band
+ * bitmaps, "used" (chunk is allocated) and "start" (an allocation begins
+ * here).  Within a heap, an address is resolved by a binary search over the
+ * address ranges of its regions (never by masking: packs are not aligned to
+ * their size), then the start bitmap.
+ *
+ * Records: an allocation being staged, named, given unwind info or placed
+ * at a random offset, or a large one, has a record in a hash table keyed by
+ * the address of its first chunk.  A finalized plain pack allocation has
+ * none: its two bitmaps say all there is (it begins at a start bit and runs
+ * to the next start bit or free chunk).  With 10,000 live programs the
+ * records were megabytes that every ep_free() missed in cache; now the
+ * table holds a few hot entries.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "diag.h"
+#include "pool.h"
+#include "route.h"
+#include "track.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static inline size_t round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static uint64_t next_random(struct ep__sub *pool)
+{
+	/* xorshift64*: placement randomness, not a secret key */
+	uint64_t x = pool->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	pool->rng = x;
+	return x * 2685821657736338717ull;
+}
+
+static void seed_random(struct ep__sub *pool)
+{
+	uint64_t s = 0;
+
+	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)pool;
+	}
+	pool->rng = s | 1;
+}
+
+#ifndef SYS_mseal
+#if defined(__x86_64__) || defined(__aarch64__)
+#define SYS_mseal 462
+#endif
+#endif
+
+int ep__mseal(void *addr, size_t len)
+{
+#ifdef SYS_mseal
+	return syscall(SYS_mseal, addr, len, 0UL) ? -errno : 0;
+#else
+	(void)addr;
+	(void)len;
+	return -ENOSYS;
+#endif
+}
+
+/*
+ * EP_F_SEAL: the exec view can never again be unmapped, remapped or made
+ * writable.  Sealed regions are therefore never released: an empty sealed
+ * pack stays cached, and a freed sealed large mapping is refilled with traps
+ * and its exec view left in place until exit.
+ */
+static int seal_region(struct ep__sub *pool, struct ep__region *r)
+{
+	if (!(pool->flags & EP_F_SEAL))
+		return 0;
+	int rc = ep__mseal(r->exec, r->size);
+
+	if (rc == 0)
+		r->sealed = 1;
+	return rc;
+}
+
+/* Drop a region; a sealed one is first refilled, as its exec view stays. */
+static void region_drop(struct ep__sub *pool, struct ep__region *r)
+{
+	/* (not when inherited across fork(): the other process still runs it) */
+	if (r->sealed && r->gen == ep__fork_generation() &&
+	    pool->ops->fill(pool->be, r, 0, r->size, pool->fill, pool->fill_ctx) == 0)
+		VALGRIND_DISCARD_TRANSLATIONS(r->exec, r->size);
+	pool->ops->unmap(pool->be, r);
+}
+
+/* Code at [addr, addr+len) changed through another mapping. */
+static void code_changed(void *addr, size_t len)
+{
+	ep__sync_icache(addr, len);
+	if (ep__under_valgrind())
+		VALGRIND_DISCARD_TRANSLATIONS(addr, len);
+}
+
+/* ---- the allocation hash -------------------------------------------------- */
+
+static size_t hash_index(const struct ep__sub *pool, uintptr_t key)
+{
+	uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 32) & pool->hash_mask;
+}
+
+static int hash_grow(struct ep__sub *pool)
+{
+	size_t nb = (pool->hash_mask + 1) * 2;
+	struct ep__alloc **nh = calloc(nb, sizeof(*nh));
+
+	if (!nh)
+		return -ENOMEM;
+	size_t old = pool->hash_mask + 1;
+	struct ep__alloc **oh = pool->hash;
+
+	pool->hash = nh;
+	pool->hash_mask = nb - 1;
+	for (size_t i = 0; i < old; i++) {
+		for (struct ep__alloc *a = oh[i], *n; a; a = n) {
+			n = a->hnext;
+			size_t j = hash_index(pool, a->key);
+
+			a->hnext = nh[j];
+			nh[j] = a;
+		}
+	}
+	free(oh);
+	return 0;
+}
+
+static void hash_insert(struct ep__sub *pool, struct ep__alloc *a)
+{
+	size_t i = hash_index(pool, a->key);
+
+	a->hnext = pool->hash[i];
+	pool->hash[i] = a;
+	pool->nrecs++;
+}
+
+static struct ep__alloc *hash_find(const struct ep__sub *pool, uintptr_t key)
+{
+	for (struct ep__alloc *a = pool->hash[hash_index(pool, key)]; a; a = a->hnext)
+		if (a->key == key)
+			return a;
+	return NULL;
+}
+
+static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
+{
+	struct ep__alloc **pp = &pool->hash[hash_index(pool, a->key)];
+
+	while (*pp != a)
+		pp = &(*pp)->hnext;
+	*pp = a->hnext;
+	pool->nrecs--;
+}
+
+void ep__heap_each_region(struct ep__sub *pool, void (*fn)(struct ep__sub *, struct ep__region *))
+{
+	for (struct ep__pack *p = pool->head; p; p = p->next)
+		fn(pool, &p->r);
+	for (size_t i = 0; i <= pool->hash_mask; i++)
+		for (struct ep__alloc *a = pool->hash[i]; a; a = a->hnext)
+			if (!a->pack)
+				fn(pool, &a->large);
+}
+
+/* ---- region ranges -------------------------------------------------------- */
+
+/* Index of the first range with lo > addr. */
+static size_t range_upper(const struct ep__sub *pool, uintptr_t addr)
+{
+	size_t lo = 0, hi = pool->nranges;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pool->ranges[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static const struct ep__range *range_find(const struct ep__sub *pool, uintptr_t addr)
+{
+	size_t i = range_upper(pool, addr);
+
+	if (i == 0)
+		return NULL;
+	const struct ep__range *r = &pool->ranges[i - 1];
+
+	return addr < r->hi ? r : NULL;
+}
+
+/* Reserve room first so that a later insert cannot fail half-way. */
+static int range_reserve(struct ep__sub *pool)
+{
+	if (pool->nranges < pool->cap_ranges)
+		return 0;
+	size_t nc = pool->cap_ranges ? pool->cap_ranges * 2 : 16;
+	struct ep__range *nr = realloc(pool->ranges, nc * sizeof(*nr));
+
+	if (!nr)
+		return -ENOMEM;
+	pool->ranges = nr;
+	pool->cap_ranges = nc;
+	return 0;
+}
+
+static void range_insert(struct ep__sub *pool, const struct ep__region *reg,
+			 struct ep__pack *pack, struct ep__alloc *large)
+{
+	uintptr_t lo = (uintptr_t)reg->exec;
+	size_t i = range_upper(pool, lo);
+
+	memmove(&pool->ranges[i + 1], &pool->ranges[i],
+		(pool->nranges - i) * sizeof(pool->ranges[0]));
+	pool->ranges[i] = (struct ep__range){ lo, lo + reg->size, pack, large };
+	pool->nranges++;
+}
+
+static void range_remove(struct ep__sub *pool, const struct ep__region *reg)
+{
+	size_t i = range_upper(pool, (uintptr_t)reg->exec) - 1;
+
+	memmove(&pool->ranges[i], &pool->ranges[i + 1],
+		(pool->nranges - i - 1) * sizeof(pool->ranges[0]));
+	pool->nranges--;
+}
+
+/* ---- packs ---------------------------------------------------------------- */
+
+static void pack_release(struct ep__sub *pool, struct ep__pack *p)
+{
+	range_remove(pool, &p->r);
+	ep__route_clear((uintptr_t)p->r.exec, p->r.size);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		pool->head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		pool->tail = p->prev;
+	ep__tally(&pool->tally.packs_out, 1);
+	region_drop(pool, &p->r);
+	ep__fit_destroy(&p->fit);
+	free(p->used);
+	free(p->start);
+	free(p);
+}
+
+static int pack_new(struct ep__sub *pool, struct ep__pack **out)
+{
+	struct ep__pack *p = calloc(1, sizeof(*p));
+	int rc = -ENOMEM;
+
+	if (!p)
+		return -ENOMEM;
+	p->nchunks = pool->pack_size / CHUNK;
+	p->used = calloc(EP__BITMAP_WORDS(p->nchunks), sizeof(uint64_t));
+	p->start = calloc(EP__BITMAP_WORDS(p->nchunks), sizeof(uint64_t));
+	if (!p->used || !p->start || range_reserve(pool))
+		goto fail;
+	if (ep__fit_init(&p->fit, p->used, p->nchunks))
+		goto fail;
+	rc = pool->ops->map(pool->be, pool->pack_size, pool->fill, pool->fill_ctx, &p->r);
+	if (rc)
+		goto fail;
+	if ((rc = seal_region(pool, &p->r))) {
+		pool->ops->unmap(pool->be, &p->r);
+		goto fail;
+	}
+	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, pool))) {
+		region_drop(pool, &p->r);
+		goto fail;
+	}
+	p->r.gen = ep__fork_generation();
+	p->free_chunks = p->nchunks;
+	range_insert(pool, &p->r, p, NULL);
+	p->prev = pool->tail;
+	if (pool->tail)
+		pool->tail->next = p;
+	else
+		pool->head = p;
+	pool->tail = p;
+	ep__tally(&pool->tally.packs_in, 1);
+	*out = p;
+	return 0;
+fail:
+	ep__fit_destroy(&p->fit);
+	free(p->used);
+	free(p->start);
+	free(p);
+	return rc;
+}
+
+/*
+ * First fit over packs in creation order; *pos gets the chunk index.  The
+ * summary tree makes a pack that cannot fit n cost one comparison, and the
+ * lowest fitting run O(log chunks), however fragmented the pack is.
+ */
+static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, size_t *pos)
+{
+	unsigned gen = ep__fork_generation();
+
+	for (struct ep__pack *p = pool->head; p; p = p->next) {
+		if (p->free_chunks < n)
+			continue;
+		if (p->r.sealed && p->r.gen != gen)
+			continue; /* inherited across fork and sealed: frozen */
+		/* No chunk below first_free is free, so a long enough run that
+		 * starts there is the first fit: no need to consult the tree. */
+		size_t ff = p->first_free;
+
+		if (n <= p->nchunks - ff && ep__bitmap_next_set(p->used, ff + n, ff) >= ff + n) {
+			*outp = p;
+			*pos = ff;
+			return 0;
+		}
+		ep__fit_flush(&p->fit, p->used);
+		if (ep__fit_longest(&p->fit) < n)
+			continue;
+		*outp = p;
+		*pos = ep__fit_find(&p->fit, p->used, n);
+		return 0;
+	}
+	int rc = pack_new(pool, outp);
+
+	*pos = 0;
+	return rc;
+}
+
+static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
+{
+	if (p->cached) {
+		p->cached = 0;
+		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
+	}
+	ep__bitmap_set(p->used, pos, n);
+	ep__bitmap_set(p->start, pos, 1);
+	ep__fit_mark(&p->fit, pos, n);
+	if (pos == p->first_free)
+		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
+	p->free_chunks -= n;
+	ep__tally(&pool->tally.used_in, n * CHUNK);
+}
+
+static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
+{
+	ep__bitmap_clear(p->used, pos, n);
+	ep__bitmap_clear(p->start, pos, 1);
+	ep__fit_mark(&p->fit, pos, n);
+	if (pos < p->first_free)
+		p->first_free = pos;
+	p->free_chunks += n;
+	ep__tally(&pool->tally.used_out, n * CHUNK);
+	if (p->free_chunks == p->nchunks) {
+		/* keep one empty pack against alloc/free churn, release others */
+		/* (one per pool, not per sub-pool: a claim on a shared count) */
+		size_t none = 0;
+
+		if (p->r.sealed ||
+		    __atomic_compare_exchange_n(&pool->root->empty_packs, &none, 1, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			if (p->r.sealed)
+				__atomic_fetch_add(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
+			p->cached = 1;
+		} else {
+			pack_release(pool, p);
+		}
+	}
+}
+
+/* ---- records and staging buffers, reused ----------------------------------- */
+
+/* malloc() and free() for every program were a third of a small
+ * alloc/finalize/free cycle; spares kept under the lock cost a few loads. */
+static struct ep__alloc *rec_get(struct ep__sub *pool)
+{
+	struct ep__alloc *a = pool->spare_recs;
+
+	if (!a)
+		return calloc(1, sizeof(*a));
+	pool->spare_recs = a->hnext;
+	pool->nspare_recs--;
+	a->hnext = NULL;
+	return a;
+}
+
+static void rec_put(struct ep__sub *pool, struct ep__alloc *a)
+{
+	if (pool->nspare_recs >= SPARE_RECORDS) {
+		free(a);
+		return;
+	}
+	/* zeroed now: ready for rec_get, and no stale code address lingers
+	 * for memcheck's leak scan (a struct copy: gcc turns a memset of this
+	 * size into "rep stos", a third of ep_free's time) */
+	static const struct ep__alloc zero;
+
+	*a = zero;
+	a->hnext = pool->spare_recs;
+	pool->spare_recs = a;
+	pool->nspare_recs++;
+}
+
+static int stash_class(size_t size)
+{
+	if (size <= CHUNK)
+		return 0;
+	int k = 64 - __builtin_clzll((unsigned long long)(size - 1)) - 6;
+
+	return k < STASH_CLASSES ? k : -1;
+}
+
+static unsigned char *stage_get(struct ep__sub *pool, size_t size, int *cls)
+{
+	int k = stash_class(size);
+
+	*cls = k;
+	if (k < 0)
+		return malloc(size);
+	if (pool->nstash[k])
+		return pool->stash[k][--pool->nstash[k]];
+	return malloc((size_t)CHUNK << k);
+}
+
+static void stage_put(struct ep__sub *pool, unsigned char *buf, int cls)
+{
+	if (!buf)
+		return;
+	if (cls >= 0 && pool->nstash[cls] < STASH_DEPTH)
+		pool->stash[cls][pool->nstash[cls]++] = buf;
+	else
+		free(buf);
+}
+
+static void hash_remove(struct ep__sub *pool, struct ep__alloc *a);
+
+/*
+ * The limit is exact: a charge is taken only if it fits (compare-exchange,
+ * never an add that is undone, which would make another thread's charge
+ * fail that fits), and given back before ep_free() returns.
+ */
+static int charge(struct ep_pool *root, size_t bytes)
+{
+	size_t was = __atomic_load_n(&root->charged, __ATOMIC_RELAXED);
+
+	do {
+		if (bytes > root->limit || was > root->limit - bytes)
+			return -EPERM;
+	} while (!__atomic_compare_exchange_n(&root->charged, &was, was + bytes, true,
+					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+	return 0;
+}
+
+static void uncharge(struct ep__sub *pool, size_t bytes)
+{
+	if (pool->limit)
+		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELEASE);
+}
+
+/* A finalized pack allocation with nothing but its chunks to remember
+ * gives its record up (see the top of this file). */
+static void rec_settle(struct ep__sub *pool, struct ep__alloc *a)
+{
+	if (a->view || !a->pack || a->staging || a->diag || a->offset)
+		return;
+	hash_remove(pool, a);
+	rec_put(pool, a);
+}
+
+/* The allocation is gone (its chunks or mapping already given back): its
+ * diagnostics, its charge against the limit, and its record if it has one. */
+static void alloc_forget(struct ep__sub *pool, struct ep__alloc *a, bool unmapped)
+{
+	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
+	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+		      unmapped);
+	uncharge(pool, a->reserved);
+	ep__tally(&pool->tally.frees, 1);
+	if (!a->view) {
+		hash_remove(pool, a);
+		stage_put(pool, a->staging, a->stash_class);
+		rec_put(pool, a);
+	}
+}
+
+static void sub_lock(struct ep__sub *pool)
+{
+	ep__lock(&pool->lock);
+}
+
+/* ---- lookups -------------------------------------------------------------- */
+
+static struct ep__region *alloc_region(struct ep__alloc *a)
+{
+	return a->pack ? &a->pack->r : &a->large;
+}
+
+/* Offset of the reservation inside its region. */
+static size_t alloc_region_off(const struct ep__alloc *a)
+{
+	return a->pack ? a->chunk * CHUNK : 0;
+}
+
+/*
+ * A pack allocation without a record, described in *v: it begins at chunk
+ * pos and runs to the next start bit or free chunk, whichever is first.
+ */
+static size_t alloc_end(const struct ep__pack *p, size_t pos)
+{
+	/* one pass over both maps: stop at a start bit or a clear used bit
+	 * (bits past nchunks are clear in used, so the scan stops there) */
+	for (size_t i = pos + 1; i < p->nchunks; i = (i / 64 + 1) * 64) {
+		size_t w = i / 64;
+		uint64_t stop = (p->start[w] | ~p->used[w]) & (~(uint64_t)0 << (i % 64));
+
+		if (stop) {
+			size_t e = w * 64 + (size_t)__builtin_ctzll(stop);
+
+			return e < p->nchunks ? e : p->nchunks;
+		}
+	}
+	return p->nchunks;
+}
+
+static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
+{
+	/* (the fields a pack allocation's paths read; the rest stay unset) */
+	v->hnext = NULL;
+	v->key = (uintptr_t)p->r.exec + pos * CHUNK;
+	v->exec = (void *)v->key;
+	v->pack = p;
+	v->chunk = pos;
+	v->reserved = (alloc_end(p, pos) - pos) * CHUNK;
+	v->offset = 0;
+	v->staging = NULL;
+	v->stash_class = -1;
+	v->view = 1;
+	v->diag = NULL;
+	return v;
+}
+
+/* Give a view a record of its own, to attach diagnostics to.  NULL without
+ * memory for one: ep_set_name()/ep_set_unwind() then fail with -ENOMEM. */
+static struct ep__alloc *rec_keep(struct ep__sub *pool, struct ep__alloc *v)
+{
+	if (!v->view)
+		return v;
+	if (pool->nrecs + 1 > pool->hash_mask + 1 && hash_grow(pool))
+		return NULL;
+	struct ep__alloc *a = rec_get(pool);
+
+	if (!a)
+		return NULL;
+	*a = *v;
+	memset(&a->large, 0, sizeof(a->large)); /* never set in a view */
+	a->view = 0;
+	hash_insert(pool, a);
+	return a;
+}
+
+/* The live allocation whose handed-out bytes contain addr, or NULL; *v may
+ * be filled in and returned (a view: no record). */
+static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t addr,
+					  struct ep__alloc *v)
+{
+	const struct ep__range *r = range_find(pool, addr);
+	struct ep__alloc *a;
+
+	if (!r)
+		return NULL;
+	if (r->large) {
+		a = r->large;
+	} else {
+		size_t c = (addr - r->lo) / CHUNK;
+
+		if (!ep__bitmap_test(r->pack->used, c))
+			return NULL;
+		size_t s = ep__bitmap_prev_set(r->pack->start, c);
+
+		if (s == SIZE_MAX)
+			return NULL;
+		a = hash_find(pool, r->lo + s * CHUNK);
+		if (!a)
+			a = alloc_view(r->pack, s, v);
+	}
+	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
+
+	return addr >= lo && addr < hi ? a : NULL;
+}
+
+/* The live allocation ep_alloc() returned as exec, or NULL; may be *v. */
+static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exec,
+				     struct ep__alloc *v)
+{
+	/* Usually exec is the key itself (or, with EP_F_RANDOMIZE, inside the
+	 * first chunk): one hash probe, then for a chunk-aligned address with
+	 * no record, its start bit.  A hash hit is only trusted for a record
+	 * with exactly this address. */
+	uintptr_t x = (uintptr_t)exec, key = x & ~(uintptr_t)(CHUNK - 1);
+	struct ep__alloc *a = hash_find(pool, key);
+
+	if (a && a->exec == exec)
+		return a;
+	if (!a && x == key) {
+		const struct ep__range *r = range_find(pool, x);
+
+		if (!r)
+			return NULL;
+		if (r->large) /* always a record, keyed by the mapping's start */
+			return r->large->exec == exec ? r->large : NULL;
+		size_t c = (x - r->lo) / CHUNK;
+
+		return ep__bitmap_test(r->pack->start, c) ? alloc_view(r->pack, c, v) : NULL;
+	}
+	a = alloc_containing(pool, x, v);
+	return a && a->exec == exec ? a : NULL;
+}
+
+
+/*
+ * A caller's fill runs with a heap locked (a new pack, a refill at free): a
+ * call back into the library from it would wait for that lock forever, so
+ * such a call fails with -EDEADLK instead (ep_pool_create(3)).
+ */
+__thread int ep__in_fill __attribute__((tls_model("initial-exec")));
+
+static void fill_guarded(void *dst, size_t len, void *ctx)
+{
+	const struct ep__sub *first = ctx;
+
+	ep__in_fill++;
+	first->user_fill(dst, len, first->user_fill_ctx);
+	ep__in_fill--;
+}
+
+
+/* Lock, random seed, and a place in the list the fork handlers walk. */
+static void sub_start(struct ep__sub *pool)
+{
+	seed_random(pool);
+	ep__lock_init(&pool->lock);
+	/* (read by ep_pool_stats() without the lock, by design) */
+	if (ep__under_valgrind())
+		VALGRIND_HG_DISABLE_CHECKING(&pool->tally, sizeof(pool->tally));
+
+	ep__fork_track(pool);
+}
+
+/* Another heap on the same backend and settings as first. */
+struct ep__sub *ep__heap_clone(const struct ep__sub *first)
+{
+	struct ep__sub *pool = calloc(1, sizeof(*pool));
+
+	if (!pool)
+		return NULL;
+	pool->hash = calloc(64, sizeof(*pool->hash));
+	if (!pool->hash) {
+		free(pool);
+		return NULL;
+	}
+	pool->hash_mask = 63;
+	pool->ops = first->ops;
+	pool->be = first->be;
+	pool->shares_backend = 1;
+	pool->fill = first->fill;
+	pool->fill_ctx = first->fill_ctx;
+	pool->flags = first->flags;
+	pool->limit = first->limit;
+	pool->pack_size = first->pack_size;
+	pool->page_size = first->page_size;
+	pool->root = first->root;
+	sub_start(pool);
+	return pool;
+}
+
+int ep__heap_create(const struct ep_config *cfg_in, struct ep__sub **out)
+{
+	struct ep_config cfg;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+
+	struct ep__sub *pool = calloc(1, sizeof(*pool));
+
+	if (!pool)
+		return -ENOMEM;
+	pool->hash = calloc(64, sizeof(*pool->hash));
+	if (!pool->hash) {
+		free(pool);
+		return -ENOMEM;
+	}
+	pool->hash_mask = 63;
+	rc = ep__config_open(cfg_in, -1, &cfg, pool);
+	if (rc) {
+		free(pool->hash);
+		free(pool);
+		return rc;
+	}
+#ifdef EP_TEST_HOOKS
+	pool->ops = ep__test_wrap_backend(pool->ops);
+#endif
+	pool->page_size = pool->ops->page_size(pool->be);
+	pool->pack_size = cfg.pack_size ? cfg.pack_size : pool->ops->default_pack_size(pool->be);
+	pool->fill = ep__fill_default;
+	if (cfg.fill) {
+		pool->user_fill = cfg.fill;
+		pool->user_fill_ctx = cfg.fill_ctx;
+		pool->fill = fill_guarded;
+		pool->fill_ctx = pool;
+	}
+	pool->flags = cfg.flags;
+	pool->limit = cfg.limit;
+	sub_start(pool);
+	*out = pool;
+	return 0;
+}
+
+void ep__heap_destroy(struct ep__sub *pool)
+{
+	if (!pool)
+		return;
+	ep__fork_untrack(pool);
+	ep__thread_put(pool->owner);
+	for (size_t i = 0; i <= pool->hash_mask; i++) {
+		for (struct ep__alloc *a = pool->hash[i], *n; a; a = n) {
+			n = a->hnext;
+			ep__diag_forget(&a->diag); /* diag.c: name, libunwind */
+			if (!a->pack) {
+				ep__route_clear((uintptr_t)a->large.exec, a->large.size);
+				region_drop(pool, &a->large);
+			}
+			free(a->staging);
+			free(a);
+		}
+	}
+	while (pool->head) {
+		struct ep__pack *p = pool->head;
+
+		pool->head = p->next;
+		ep__route_clear((uintptr_t)p->r.exec, p->r.size);
+		region_drop(pool, &p->r);
+		ep__fit_destroy(&p->fit);
+		free(p->used);
+		free(p->start);
+		free(p);
+	}
+	for (int k = 0; k < STASH_CLASSES; k++)
+		for (unsigned i = 0; i < pool->nstash[k]; i++)
+			free(pool->stash[k][i]);
+	for (struct ep__alloc *a = pool->spare_recs, *n; a; a = n) {
+		n = a->hnext;
+		free(a);
+	}
+	ep__diag_pool_destroy(pool); /* diag.c: the pool's memcheck mempool */
+	if (!pool->shares_backend)
+		pool->ops->close(pool->be);
+	ep__lock_destroy(&pool->lock);
+	if (ep__under_valgrind())
+		VALGRIND_HG_ENABLE_CHECKING(&pool->tally, sizeof(pool->tally));
+	free(pool->ranges);
+	free(pool->hash);
+	free(pool);
+}
+
+
+/* ---- a heap's calls ------------------------------------------------------- */
+
+int ep__heap_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
+{
+	if (!pool || !out || size == 0)
+		return -EINVAL;
+	if (size > SIZE_MAX / 2)
+		return -ENOMEM;
+
+	bool large = size > pool->pack_size;
+	size_t want = size + ((pool->flags & EP_F_RANDOMIZE) ? RANDOMIZE_SLACK : 0);
+	size_t reserved;
+
+	if (large)
+		reserved = round_up(want, pool->page_size);
+	else
+		reserved = round_up(want < pool->pack_size ? want : pool->pack_size, CHUNK);
+
+	struct ep__alloc *a = NULL;
+	int rc;
+
+	size_t limit = pool->limit;
+
+	if (limit && (rc = charge(pool->root, reserved)))
+		return rc;
+	sub_lock(pool);
+	if (pool->nrecs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
+		goto fail;
+	rc = -ENOMEM;
+	a = rec_get(pool);
+	if (!a)
+		goto fail;
+	a->staging = stage_get(pool, reserved, &a->stash_class);
+	if (!a->staging)
+		goto fail;
+
+	if (large) {
+		if ((rc = range_reserve(pool)))
+			goto fail;
+		rc = pool->ops->map(pool->be, reserved, pool->fill, pool->fill_ctx, &a->large);
+		if (rc)
+			goto fail;
+		if ((rc = seal_region(pool, &a->large)) ||
+		    (rc = ep__route_set((uintptr_t)a->large.exec, a->large.size, pool))) {
+			region_drop(pool, &a->large);
+			goto fail;
+		}
+		a->large.gen = ep__fork_generation();
+		a->key = (uintptr_t)a->large.exec;
+		range_insert(pool, &a->large, NULL, a);
+		ep__tally(&pool->tally.large_in, 1);
+		ep__tally(&pool->tally.lbytes_in, a->large.size);
+	} else {
+		struct ep__pack *p;
+		size_t n = reserved / CHUNK, pos;
+
+		if ((rc = pack_find(pool, n, &p, &pos)))
+			goto fail;
+		pack_take(pool, p, pos, n);
+		a->pack = p;
+		a->chunk = pos;
+		a->key = (uintptr_t)p->r.exec + pos * CHUNK;
+	}
+	if (pool->flags & EP_F_RANDOMIZE) {
+		size_t slack = reserved - size, slots = slack / 16 + 1;
+
+		if (!large && slots > CHUNK / 16)
+			slots = CHUNK / 16; /* keep exec inside the first chunk */
+		a->offset = (size_t)(next_random(pool) % slots) * 16;
+	}
+	a->reserved = reserved;
+	a->exec = (void *)(a->key + a->offset);
+	hash_insert(pool, a);
+	ep__tally(&pool->tally.allocs, 1);
+
+	unsigned char *staging = a->staging;
+
+	out->exec = a->exec;
+	out->rw = staging + a->offset;
+	out->size = reserved - a->offset;
+	ep__diag_alloc(pool, a->exec, out->size); /* diag.c: memcheck mempool chunk */
+	ep__unlock(&pool->lock);
+	/* staging is private until this call returns: fill it unlocked */
+	pool->fill(staging, reserved, pool->fill_ctx);
+	return 0;
+fail:
+	if (a) {
+		stage_put(pool, a->staging, a->stash_class);
+		rec_put(pool, a);
+	}
+	ep__unlock(&pool->lock);
+	if (limit)
+		__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELEASE);
+	return rc;
+}
+
+int ep__heap_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
+{
+	if (!pool || !dst || (!src && len))
+		return -EINVAL;
+
+	int rc = 0;
+	struct ep__alloc view;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_containing(pool, (uintptr_t)dst, &view);
+	uintptr_t d = (uintptr_t)dst;
+
+	if (!a || len > a->key + a->reserved - d) {
+		rc = -EINVAL;
+	} else if (len == 0) {
+		rc = 0;
+	} else if (a->staging) {
+		memcpy(a->staging + (d - a->key), src, len);
+	} else {
+		struct ep__region *r = alloc_region(a);
+
+		rc = ep__own_region(pool, r);
+		if (!rc)
+			rc = pool->ops->write(pool->be, r, d - (uintptr_t)r->exec, src, len);
+		if (!rc)
+			code_changed(dst, len);
+	}
+	ep__unlock(&pool->lock);
+	return rc;
+}
+
+/* ep_finalize()'s work: one bulk copy, then one coherence step for the
+ * whole range. */
+static int copy_in(struct ep__sub *pool, struct ep__alloc *a)
+{
+	int rc = pool->ops->write(pool->be, alloc_region(a), alloc_region_off(a), a->staging,
+				  a->reserved);
+
+	if (rc)
+		return rc;
+	code_changed((void *)a->key, a->reserved);
+	/* diag.c: libunwind registration, perf map, memcheck */
+	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			  pool->flags);
+	return 0;
+}
+
+/* ep_free()'s work on a finalized pack allocation: traps where it was, so
+ * that a stale jump there stops. */
+static int refill(struct ep__sub *pool, struct ep__alloc *a)
+{
+	int rc = pool->ops->fill(pool->be, &a->pack->r, a->chunk * CHUNK, a->reserved, pool->fill,
+				 pool->fill_ctx);
+
+	if (!rc)
+		code_changed((void *)a->key, a->reserved);
+	return rc;
+}
+
+int ep__heap_finalize(struct ep__sub *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+
+	int rc;
+	struct ep__alloc view;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+
+	if (!a) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (!a->staging) {
+		rc = -EINVAL; /* finalized already */
+		goto out;
+	}
+	struct ep__region *r = alloc_region(a);
+
+	rc = ep__own_region(pool, r);
+	if (rc)
+		goto out;
+	rc = copy_in(pool, a);
+	if (rc)
+		goto out; /* staging kept: nothing is lost, the caller may retry or free */
+	stage_put(pool, a->staging, a->stash_class);
+	a->staging = NULL;
+	rec_settle(pool, a);
+out:
+	ep__unlock(&pool->lock);
+	return rc;
+}
+
+int ep__heap_free(struct ep__sub *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+
+	int rc = 0;
+	struct ep__alloc view;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+
+	if (!a) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (a->pack) {
+		if (!a->staging) {
+			/* finalized: refill so a stale jump here traps */
+			rc = ep__own_region(pool, &a->pack->r);
+			if (rc)
+				goto out;
+			rc = refill(pool, a);
+			if (rc)
+				goto out; /* still live and intact; the caller may retry */
+		}
+		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
+	} else {
+		if (a->large.sealed && (rc = ep__own_region(pool, &a->large)))
+			goto out; /* its refill could not be done: still live */
+		range_remove(pool, &a->large);
+		ep__route_clear((uintptr_t)a->large.exec, a->large.size);
+		ep__tally(&pool->tally.large_out, 1);
+		ep__tally(&pool->tally.lbytes_out, a->large.size);
+		void *gone = a->large.exec;
+		size_t len = a->large.size;
+
+		region_drop(pool, &a->large);
+		/* unmapped: nothing for the CPU's caches; Valgrind must not run
+		 * its old translations of whatever is mapped here next */
+		if (ep__under_valgrind())
+			VALGRIND_DISCARD_TRANSLATIONS(gone, len);
+	}
+	alloc_forget(pool, a, a->pack == NULL);
+out:
+	ep__unlock(&pool->lock);
+	return rc;
+}
+
+
+/* ---- diagnostics (diag.c) -------------------------------------------------- */
+
+/* Resolve exec to a live allocation with a record (diag.c keeps a pointer
+ * in it) and call diag.c with the pool locked. */
+static struct ep__alloc *alloc_for_diag(struct ep__sub *pool, void *exec, struct ep__alloc *v,
+					int *rc)
+{
+	struct ep__alloc *a = alloc_exact(pool, exec, v);
+
+	*rc = -EINVAL;
+	if (a && !(a = rec_keep(pool, a)))
+		*rc = -ENOMEM;
+	else if (a)
+		*rc = 0;
+	return *rc ? NULL : a;
+}
+
+int ep__heap_set_name(struct ep__sub *pool, void *exec, const char *name)
+{
+	if (!pool || !exec || !name)
+		return -EINVAL;
+
+	struct ep__alloc view;
+	int rc;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
+
+	if (a) {
+		rc = ep__diag_set_name(pool, &a->diag, exec,
+				       a->key + a->reserved - (uintptr_t)exec, !a->staging,
+				       pool->flags, name);
+		rec_settle(pool, a); /* (nothing attached after all) */
+	}
+	ep__unlock(&pool->lock);
+	return rc;
+}
+
+int ep__heap_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t prologue,
+			 size_t frame)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+
+	struct ep__alloc view;
+	int rc;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
+
+	if (a) {
+		rc = ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
+					 !a->staging, kind, prologue, frame);
+		rec_settle(pool, a);
+	}
+	ep__unlock(&pool->lock);
+	return rc;
+}
+

@@ -1,0 +1,165 @@
+/*
+ * thread.c - the heap each thread allocates from.
+ *
+ * A thread that allocates is known by a small record that outlives it while
+ * a heap still names it as owner: at exit the thread marks it dead, and the
+ * next thread that wants a heap in that pool adopts the heap instead of
+ * making one.  refs counts the thread itself and the heaps that name it.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "track.h"
+struct ep__thread {
+	unsigned refs; /* atomic */
+	int dead;      /* atomic */
+};
+
+static pthread_key_t g_thread_key;
+static bool g_thread_key_made;                 /* g_thread_key_lock */
+static pthread_mutex_t g_thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread struct ep__thread *tl_self;
+
+__thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS] __attribute__((tls_model("initial-exec")));
+
+void ep__thread_put(struct ep__thread *t)
+{
+	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (ep__under_valgrind())
+			VALGRIND_HG_ENABLE_CHECKING(t, sizeof(*t));
+		free(t);
+	}
+}
+
+static void thread_exit(void *arg)
+{
+	struct ep__thread *t = arg;
+
+	__atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+	tl_self = NULL;
+	memset(ep__tl_cache, 0, sizeof(ep__tl_cache));
+	ep__thread_put(t);
+}
+
+/* (a mutex, not pthread_once(): Helgrind follows it) */
+static bool thread_key_make(void)
+{
+	pthread_mutex_lock(&g_thread_key_lock);
+	if (!g_thread_key_made)
+		g_thread_key_made = pthread_key_create(&g_thread_key, thread_exit) == 0;
+	bool ok = g_thread_key_made;
+
+	pthread_mutex_unlock(&g_thread_key_lock);
+	return ok;
+}
+
+/* This thread's record, made on first use; NULL without memory. */
+static struct ep__thread *thread_self(void)
+{
+	struct ep__thread *t = tl_self;
+
+	if (t)
+		return t;
+	if (!thread_key_make())
+		return NULL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	/* (atomics only, shared by the thread and the heaps naming it) */
+	if (ep__under_valgrind())
+		VALGRIND_HG_DISABLE_CHECKING(t, sizeof(*t));
+	t->refs = 1;
+	if (pthread_setspecific(g_thread_key, t)) {
+		free(t);
+		return NULL;
+	}
+	tl_self = t;
+	return t;
+}
+
+static bool heap_orphaned(const struct ep__sub *h)
+{
+	return !h->owner || __atomic_load_n(&h->owner->dead, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The heap the calling thread allocates from, found (its own), adopted (one
+ * whose thread has exited) or made, in that order; with a cap on heaps
+ * (EXECPACK_HEAPS, or a backend whose calls must not overlap) threads share
+ * the heaps there are.  NULL without memory.
+ */
+static struct ep__sub *heap_claim(struct ep_pool *pool)
+{
+	struct ep__thread *self = thread_self();
+	struct ep__sub *h, *pick = NULL;
+	unsigned i = 0;
+
+	pthread_mutex_lock(&pool->heaps_lock);
+	for (h = pool->heaps; h; h = h->next_heap)
+		if (self && h->owner == self)
+			goto found;
+	for (h = pool->heaps; h; h = h->next_heap) {
+		if (heap_orphaned(h)) {
+			ep__thread_put(h->owner);
+			h->owner = NULL;
+			goto adopt;
+		}
+	}
+	if (!pool->max_heaps || pool->nheaps < pool->max_heaps) {
+		h = ep__heap_clone(pool->first);
+		if (h) {
+			h->next_heap = pool->heaps;
+			VG_HAPPENS_BEFORE(&pool->heaps);
+			__atomic_store_n(&pool->heaps, h, __ATOMIC_RELEASE);
+			pool->nheaps++;
+			goto adopt;
+		}
+	}
+	/* shared: spread the threads over the heaps there are */
+	for (h = pool->heaps; h; h = h->next_heap, i++)
+		if (!pick || (self && ((uintptr_t)self >> 4) % pool->nheaps == i))
+			pick = h;
+	h = pick;
+	goto found;
+adopt:
+	if (self) {
+		__atomic_add_fetch(&self->refs, 1, __ATOMIC_RELAXED);
+		h->owner = self;
+	}
+found:
+	pthread_mutex_unlock(&pool->heaps_lock);
+	return h;
+}
+
+struct ep__sub *ep__home_slow(struct ep_pool *pool, struct ep__tl_slot *slot)
+{
+	struct ep__sub *h = heap_claim(pool);
+
+	if (h && tl_self) {
+		slot->pool = pool;
+		slot->id = pool->id;
+		slot->heap = h;
+	}
+	return h;
+}
+
+/* Heaps per pool: one per thread that allocates; one when the backend's
+ * calls must not overlap.  EXECPACK_HEAPS=N caps them (N >= 1). */
+unsigned ep__heaps_wanted(const struct ep__sub *first)
+{
+	if (!first->ops->threadsafe)
+		return 1;
+	const char *env = getenv("EXECPACK_HEAPS");
+
+	if (!env || !*env)
+		env = getenv("EXECPACK_SUBPOOLS"); /* the name it had first */
+	long n = env && *env ? strtol(env, NULL, 10) : 0;
+
+	return n < 1 ? 0 : n > 65536 ? 65536 : (unsigned)n;
+}
+
