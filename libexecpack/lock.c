@@ -105,6 +105,8 @@ void ep__lock_reset_child(struct ep__lock *l)
 	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
 	l->foreign = 0;
 	l->revoking = 0;
+	l->last = NULL;
+	l->streak = 0;
 }
 
 /* A lock whose bias was revoked this often is shared: it stays a plain

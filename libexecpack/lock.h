@@ -45,10 +45,6 @@
 
 struct ep__lock {
 	int word;
-	/* Set to CONTENDED_OPS by a locker that had to wait, counted down by
-	 * the holder (ep__lock_contended()): says whether it pays to release
-	 * the lock for long copies.  Only read or written with the lock held. */
-	unsigned contended;
 	/* bias (atomics; see the top of this file) */
 	const void *owner; /* the owning thread (ep__self()), or NULL */
 	int owner_in;      /* the owner holds the lock without the word */
@@ -56,9 +52,15 @@ struct ep__lock {
 	/* with the word held: */
 	unsigned foreign;  /* times another thread revoked the bias */
 	int revoking;      /* this holder revoked it until its unlock */
+	const void *last;  /* while shared: the last taker, and its run */
+	unsigned streak;
 };
 
-#define CONTENDED_OPS 4096
+/* A lock left unbiased (shared) is biased again to a thread that then
+ * takes it this many times in a row with no other taker between: a burst
+ * of calls from other threads (a monitor, a hand-off) does not cost its
+ * owner the fast path for good. */
+#define EP__REBIAS_AFTER 4096
 
 /* This thread's identity for the bias: the address of a thread-local. */
 extern __thread char ep__self_anchor __attribute__((tls_model("initial-exec")));
@@ -88,7 +90,8 @@ extern int ep__lock_test_no_membarrier;
 static inline void ep__lock_init(struct ep__lock *l)
 {
 	l->word = 0;
-	l->contended = 0;
+	l->last = NULL;
+	l->streak = 0;
 	l->owner = NULL;
 	l->owner_in = 0;
 	l->revoked = 0;
@@ -127,13 +130,23 @@ static void ep__lock_slow(struct ep__lock *l)
 		syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
 
-/* With the lock held: has another thread wanted it lately? */
-static inline bool ep__lock_contended(struct ep__lock *l)
+/* With the word held, on a lock that is shared: bias it again to a thread
+ * that has had it to itself for a while (EP__REBIAS_AFTER). */
+static inline void ep__lock_shared_taken(struct ep__lock *l, const void *self, bool waited)
 {
-	if (!l->contended)
-		return false;
-	l->contended--;
-	return true;
+	if (l->last != self || waited) {
+		l->last = self;
+		l->streak = 0;
+		return;
+	}
+	if (++l->streak < EP__REBIAS_AFTER)
+		return;
+	/* no thread can be inside on the fast path (there is no owner), and
+	 * the next other taker revokes as for any owner */
+	l->streak = 0;
+	l->foreign = 0;
+	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED);
 }
 
 static inline void ep__lock(struct ep__lock *l)
@@ -169,10 +182,8 @@ static inline void ep__lock(struct ep__lock *l)
 		ep__lock_revoke(l);
 	else if (!owner && ep__bias_ok && !__atomic_load_n(&l->revoked, __ATOMIC_RELAXED))
 		__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED); /* first taker */
-	/* (only now: until the bias is revoked the owner may still be
-	 * inside, and helgrind must see this written after the annotation) */
-	if (waited)
-		l->contended = CONTENDED_OPS;
+	else if (!owner && ep__bias_ok)
+		ep__lock_shared_taken(l, self, waited);
 }
 
 static inline void ep__unlock(struct ep__lock *l)

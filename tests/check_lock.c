@@ -131,6 +131,63 @@ START_TEST(test_bias_dropped_when_shared)
 	ep__unlock(&g_lock);
 	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
 	ck_assert_ptr_null(g_lock.owner);
+	/* ... until one thread has had it to itself for a while: biased to it
+	 * again, so a burst of foreign calls does not cost the fast path for
+	 * good; and the next foreign taker revokes as before */
+	for (unsigned i = 0; i < EP__REBIAS_AFTER + 1; i++) {
+		ep__lock(&g_lock);
+		g_count++;
+		ep__unlock(&g_lock);
+	}
+	ck_assert_ptr_eq(g_lock.owner, ep__self());
+	ck_assert_int_eq(g_lock.revoked, 0);
+	ep__lock(&g_lock);
+	ck_assert_int_eq(g_lock.owner_in, 1); /* the fast path */
+	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	ep__unlock(&g_lock);
+	pthread_t t;
+	unsigned before = g_count;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, take_once, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_uint_eq(g_count, before + 1);
+	ck_assert_ptr_eq(g_lock.owner, ep__self()); /* one revocation: still the owner */
+}
+END_TEST
+
+/* A shared lock taken in turn by two threads is never biased again. */
+static void *take_many(void *arg)
+{
+	for (unsigned i = 0; i < EP__REBIAS_AFTER / 2; i++)
+		take_once(arg);
+	return NULL;
+}
+
+START_TEST(test_no_rebias_while_shared)
+{
+	setup();
+	ep__lock_foreign_max = 1;
+	ep__lock(&g_lock);
+	ep__unlock(&g_lock);
+	if (!ep__bias_ok) {
+		ep__lock_foreign_max = 4;
+		printf("SKIP: test_no_rebias_while_shared: membarrier(2) unusable here "
+		       "(or under Valgrind)\n");
+		return;
+	}
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, take_once, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_ptr_null(g_lock.owner); /* shared after one revocation */
+	for (int round = 0; round < 6; round++) {
+		/* alternate runs shorter than EP__REBIAS_AFTER */
+		ck_assert_int_eq(pthread_create(&t, NULL, take_many, NULL), 0);
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		take_many(NULL);
+		ck_assert_ptr_null(g_lock.owner);
+	}
+	ep__lock_foreign_max = 4;
 }
 END_TEST
 
@@ -142,6 +199,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_owner_and_revoker_exclude_each_other, 0, 2);
 	tcase_add_test(tc, test_bias_dropped_when_shared);
+	tcase_add_test(tc, test_no_rebias_while_shared);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 
