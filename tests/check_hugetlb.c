@@ -17,30 +17,6 @@
 #include "execpack.h"
 #include "testutil.h"
 
-/* KernelPageSize of the mapping containing addr, in kB; -1 if not found. */
-static long kernel_page_kb(const void *addr)
-{
-	FILE *f = fopen("/proc/self/smaps", "re");
-	char line[512];
-	int in = 0;
-	long kb = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') - line <= 34) {
-			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
-			continue;
-		}
-		if (in && sscanf(line, "KernelPageSize: %ld kB", &kb) == 1)
-			break;
-	}
-	fclose(f);
-	return kb;
-}
-
 static struct ep_pool *hugetlb_pool(int *rc)
 {
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_HUGETLB };
@@ -61,7 +37,7 @@ START_TEST(test_packs_on_huge_pages)
 
 	ck_assert_int_eq(rc, 0);
 	ck_assert_int_eq(tu_as_fn(f)(), 77);
-	ck_assert_int_eq(kernel_page_kb(f), 2048);
+	ck_assert_int_eq(tu_kernel_page_kb(f), 2048);
 	char perms[8];
 
 	tu_mapping_perms(f, perms, NULL, 0);
@@ -105,7 +81,7 @@ START_TEST(test_exhaustion_is_a_clear_error)
 			break;
 		tu_emit_ret_imm(img.rw, (uint32_t)n);
 		ck_assert_int_eq(ep_finalize(p, img.exec), 0);
-		ck_assert_int_eq(kernel_page_kb(img.exec), 2048); /* never 4 KiB */
+		ck_assert_int_eq(tu_kernel_page_kb(img.exec), 2048); /* never 4 KiB */
 		f[n++] = img.exec;
 	}
 	ck_assert_int_eq(rc, -ENOSPC);
@@ -183,7 +159,7 @@ START_TEST(test_auto_falls_back_to_small_pages)
 
 		f[n] = tu_jit_ret(p, 2u << 20, (uint32_t)n, &rc);
 		ck_assert_msg(rc == 0, "alloc %d: %s", n, ep_strerror(rc));
-		long kb = kernel_page_kb(f[n]);
+		long kb = tu_kernel_page_kb(f[n]);
 
 		ck_assert(kb == 2048 || kb == 4);
 		n++;

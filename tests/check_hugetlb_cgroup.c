@@ -225,30 +225,6 @@ __attribute__((format(printf, 1, 2))) static int child_fail(const char *f, ...)
 	return 1;
 }
 
-/* KernelPageSize of the mapping holding addr, in kB; -1 if not found. */
-static long kernel_page_kb(const void *addr)
-{
-	FILE *f = fopen("/proc/self/smaps", "re");
-	char line[512];
-	int in = 0;
-	long kb = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') - line <= 34) {
-			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
-			continue;
-		}
-		if (in && sscanf(line, "KernelPageSize: %ld kB", &kb) == 1)
-			break;
-	}
-	fclose(f);
-	return kb;
-}
-
 /*
  * An explicit hugetlb pool: 2 MiB packs until the limit (at most `pages`
  * of them, fewer when other programs hold the system's huge pages), then
@@ -282,7 +258,7 @@ static int explicit_pool(unsigned pages)
 		f[n] = tu_jit_ret(p, HUGE_SIZE, n, &rc);
 		if (rc)
 			break;
-		if (kernel_page_kb(f[n]) != 2048)
+		if (tu_kernel_page_kb(f[n]) != 2048)
 			return child_fail("pack %u is not on a huge page", n);
 		n++;
 	}
@@ -314,7 +290,7 @@ static int auto_pool(unsigned pages)
 		if (rc)
 			return child_fail("AUTO alloc %u (backend %s): %s", i, ep_pool_backend(p),
 					  ep_strerror(rc));
-		huge += kernel_page_kb(f[i]) == 2048;
+		huge += tu_kernel_page_kb(f[i]) == 2048;
 	}
 	if (huge > pages)
 		return child_fail("%u huge packs under a limit of %u", huge, pages);

@@ -81,6 +81,30 @@ static inline long tu_free_huge_pages(void)
 	return tu_read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
 }
 
+/* KernelPageSize of the mapping holding addr, in kB; -1 if not found. */
+static inline long tu_kernel_page_kb(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[512];
+	int in = 0;
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') - line <= 34) {
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+			continue;
+		}
+		if (in && sscanf(line, "KernelPageSize: %ld kB", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
 /* Number of mappings in /proc/self/maps that are both writable and
  * executable (must always be 0), or -1 if maps cannot be read.  Under
  * Valgrind only the library's own (execpack) mappings count: Valgrind's
