@@ -362,19 +362,48 @@ static void slot_remove(struct ep__sub *pool, struct ep__pack *p)
 		pool->nslots--; /* the newest went: its slot is reused */
 }
 
-/* After chunks [pos, pos+n) of p were freed: the run they are part of is
- * the only new one, so the bound becomes the larger of the two. */
+/*
+ * After chunks [pos, pos+n) of p were freed: the run they are part of is
+ * the only new one, so the bound becomes the larger of the two.  The run's
+ * ends are looked for in two words on each side only (a scan would cost
+ * as much as the free stretch is long); an end not found there is taken
+ * to be the pack's end, and no run is longer than the free chunks, so the
+ * bound stays a bound.
+ */
 static void fits_raise(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
 {
 	uint32_t b = fits_get(pool, p->slot);
 
 	if (b >= p->free_chunks)
-		return; /* no run can be longer than all free chunks together */
-	size_t lo = pos ? ep__bitmap_prev_set(p->used, pos - 1) + 1 : 0; /* SIZE_MAX + 1: 0 */
-	size_t hi = ep__bitmap_next_set(p->used, p->nchunks, pos + n);
+		return;
+	size_t lo = 0, hi = p->nchunks, end = pos + n;
 
-	if (hi - lo > b)
-		fits_set(pool, p->slot, (uint32_t)(hi - lo));
+	if (pos) {
+		size_t w = (pos - 1) / 64;
+		uint64_t m = p->used[w] & (~(uint64_t)0 >> (63 - (pos - 1) % 64));
+
+		if (!m && w) {
+			w--;
+			m = p->used[w];
+		}
+		if (m)
+			lo = w * 64 + 64 - (size_t)__builtin_clzll(m);
+	}
+	if (end < p->nchunks) {
+		size_t w = end / 64;
+		uint64_t m = p->used[w] & (~(uint64_t)0 << (end % 64));
+
+		if (!m && w + 1 < EP__BITMAP_WORDS(p->nchunks)) {
+			w++;
+			m = p->used[w];
+		}
+		if (m)
+			hi = w * 64 + (size_t)__builtin_ctzll(m);
+	}
+	size_t run = hi - lo < p->free_chunks ? hi - lo : p->free_chunks;
+
+	if (run > b)
+		fits_set(pool, p->slot, (uint32_t)run);
 }
 
 static void pack_release(struct ep__sub *pool, struct ep__pack *p)
