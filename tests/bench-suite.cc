@@ -3,7 +3,8 @@
  *
  * Eight workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
- * libexecpack alone; workload 8, growth, against asmjit-dual alone):
+ * libexecpack alone; workload 8, growth, against asmjit-dual alone, with
+ * a second execpack column of 64 KiB packs):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory
  *                  (W^X, freed memory refilled: the same guarantees)
@@ -240,11 +241,12 @@ struct Alloc {
 
 struct Execpack : Alloc {
 	ep_pool *pool = nullptr;
-	Execpack(const char *n, enum ep_backend backend) : Alloc(n)
+	Execpack(const char *n, enum ep_backend backend, size_t pack_size = 0) : Alloc(n)
 	{
 		ep_config cfg = {};
 		cfg.sz = sizeof(cfg);
 		cfg.backend = backend;
+		cfg.pack_size = pack_size;
 		int rc = ep_pool_create(&cfg, &pool);
 		if (rc)
 			die("%s: ep_pool_create: %s", name, ep_strerror(rc));
@@ -1579,58 +1581,61 @@ static void workload_fork()
 
 /*
  * Workload 1's churn as the live set grows: a cost that follows the number
- * of packs (a walk over them) shows here and not at 10,000 live.
+ * of packs (a walk over them) shows here and not at 10,000 live.  The
+ * execpack-64k column has 32 times as many packs (64 KiB each), so such a
+ * cost shows there first.
  */
 static void workload_growth()
 {
 	static const int lives[] = { 1000, 10000, 100000, 300000 };
-	enum { NL = sizeof(lives) / sizeof(lives[0]) };
-	std::vector<Kind> ks = { K_EP };
-	if (have_asmjit)
-		ks.push_back(K_AJ_DUAL);
+	enum { NL = sizeof(lives) / sizeof(lives[0]), EP = 0, EP64 = 1, AJ = 2, NC = 3 };
+	static const char *const names[NC] = { "execpack", "execpack-64k", "asmjit-dual" };
+	const int nc = have_asmjit ? NC : NC - 1;
 	const int n = ops(20000);
-	std::vector<double> t[NL][K_N], res[NL][K_N];
+	std::vector<double> t[NL][NC], res[NL][NC];
 
 	for (int r = 0; r < g_rounds; r++) {
 		for (int l = 0; l < NL; l++) {
 			ChurnSeq q(8000 + uint64_t(r) * NL + uint64_t(l), lives[l], n);
-			for (Kind k : ks) {
+			for (int c = 0; c < nc; c++) {
 				ChurnRun run;
 				run.live.reserve(size_t(lives[l]));
-				Alloc *a = make(k);
+				Alloc *a = c == AJ    ? make(K_AJ_DUAL)
+					   : c == EP64 ? new Execpack(names[c], EP_BACKEND_MEMFD, 65536)
+						       : make(K_EP);
 				churn_setup(*a, q, run);
 				churn_ops(*a, q, run, true);
-				res[l][k].push_back(double(a->reserved()));
+				res[l][c].push_back(double(a->reserved()));
 				churn_finish(*a, run);
 				delete a;
-				t[l][k].push_back(ticks_ns(run.ticks, size_t(n)) / n);
+				t[l][c].push_back(ticks_ns(run.ticks, size_t(n)) / n);
 			}
 		}
 	}
 
 	head("8. growth",
 	     "workload 1's churn (free a random program, then alloc + write + finalize a new\n"
-	     "  one: timed) with 1,000 to 300,000 live programs; reserved: code memory (one\n"
-	     "  view) after the churn.  ratio = peer / execpack.");
+	     "  one: timed) with 1,000 to 300,000 live programs; execpack-64k: 64 KiB packs;\n"
+	     "  reserved: code memory (one view) after the churn.  ratio = peer / execpack.");
 	std::printf("  %d ops per round and live count\n", n);
 	std::printf("  %-24s %8s %11s %11s %11s  %8s %11s %8s\n", "", "live", "median", "min", "max",
 		    "ratio", "reserved", "ratio");
 	for (int l = 0; l < NL; l++) {
-		for (Kind k : ks) {
-			Stats s = stats_of(t[l][k]);
+		for (int c = 0; c < nc; c++) {
+			Stats s = stats_of(t[l][c]);
 			std::vector<double> rr;
-			for (size_t i = 0; i < res[l][k].size(); i++)
-				rr.push_back(res[l][k][i] / res[l][K_EP][i]);
-			std::printf("  %-24s %8d %11.1f %11.1f %11.1f  %7.2fx %10.2fM %7.2fx\n",
-				    kind_name[k], lives[l], s.med, s.lo, s.hi, ratio(t[l][k], t[l][K_EP]),
-				    stats_of(res[l][k]).med / 1048576, stats_of(rr).med);
+			for (size_t i = 0; i < res[l][c].size(); i++)
+				rr.push_back(res[l][c][i] / res[l][EP][i]);
+			std::printf("  %-24s %8d %11.1f %11.1f %11.1f  %7.2fx %10.2fM %7.2fx\n", names[c],
+				    lives[l], s.med, s.lo, s.hi, ratio(t[l][c], t[l][EP]),
+				    stats_of(res[l][c]).med / 1048576, stats_of(rr).med);
 		}
 	}
 	target("growth: execpack 300,000 live / 10,000 live",
-	       stats_of(t[3][K_EP]).med / stats_of(t[1][K_EP]).med, 1.5, true);
+	       stats_of(t[3][EP]).med / stats_of(t[1][EP]).med, 1.5, true);
 	if (have_asmjit)
-		target("growth: execpack / asmjit-dual at 300,000 live", ratio(t[3][K_EP], t[3][K_AJ_DUAL]),
-		       0.1, true);
+		target("growth: execpack / asmjit-dual at 300,000 live", ratio(t[3][EP], t[3][AJ]), 0.1,
+		       true);
 	else
 		target("growth: execpack / asmjit-dual at 300,000 live", NAN, 0.1, true, "x",
 		       "built without asmjit");
