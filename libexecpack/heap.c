@@ -258,8 +258,157 @@ static void range_remove(struct ep__sub *pool, const struct ep__region *reg)
 
 /* ---- packs ---------------------------------------------------------------- */
 
+/*
+ * First fit over hundreds of packs walked them all in creation order; the
+ * walk was what grew with the live set.  The packs now also sit in slots
+ * in creation order under a max tree (the per-pack fit tree's idea, one
+ * level up): the first slot whose leaf is at least n is found in
+ * O(log packs).  A leaf is an upper bound of its pack's longest free run,
+ * kept cheap on the hot path: a give-back raises it to the run it
+ * creates (so it stays exact if it was), a take leaves it as it is, and a
+ * search that finds a pack cannot fit after all lowers it to the truth and
+ * goes on; each take makes at most one leaf stale, so the misses are paid
+ * for in advance.
+ */
+static void fits_set(struct ep__sub *pool, size_t slot, uint32_t v)
+{
+	size_t i = pool->cap_slots + slot;
+
+	pool->fits[i] = v;
+	for (i /= 2; i; i /= 2) {
+		uint32_t l = pool->fits[2 * i], r = pool->fits[2 * i + 1];
+		uint32_t m = l > r ? l : r;
+
+		if (pool->fits[i] == m)
+			break; /* the nodes above depend on nothing else */
+		pool->fits[i] = m;
+	}
+}
+
+static uint32_t fits_get(const struct ep__sub *pool, size_t slot)
+{
+	return pool->fits[pool->cap_slots + slot];
+}
+
+/* The first slot whose bound is at least n; SIZE_MAX when none. */
+static size_t fits_first(const struct ep__sub *pool, size_t n)
+{
+	if (!pool->cap_slots || pool->fits[1] < n)
+		return SIZE_MAX;
+	size_t i = 1;
+
+	while (i < pool->cap_slots)
+		i = pool->fits[2 * i] >= n ? 2 * i : 2 * i + 1;
+	return i - pool->cap_slots;
+}
+
+/*
+ * Room for one more slot, made before a pack is mapped so that adding it
+ * cannot fail: released packs' slots are squeezed out (order kept), and
+ * the arrays doubled when the live packs fill more than half of them.
+ */
+static int slots_reserve(struct ep__sub *pool)
+{
+	if (pool->nslots < pool->cap_slots)
+		return 0;
+	size_t cap = pool->cap_slots ? pool->cap_slots : 8;
+
+	if (pool->npacks >= cap / 2)
+		cap *= 2;
+	struct ep__pack **bs = malloc(cap * sizeof(*bs));
+	uint32_t *fits = calloc(2 * cap, sizeof(*fits));
+
+	if (!bs || !fits) {
+		free(bs);
+		free(fits);
+		return -ENOMEM;
+	}
+	size_t k = 0;
+
+	for (size_t i = 0; i < pool->nslots; i++) {
+		struct ep__pack *p = pool->by_slot[i];
+
+		if (!p)
+			continue;
+		fits[cap + k] = fits_get(pool, i);
+		p->slot = k;
+		bs[k++] = p;
+	}
+	for (size_t i = cap - 1; i >= 1; i--)
+		fits[i] = fits[2 * i] > fits[2 * i + 1] ? fits[2 * i] : fits[2 * i + 1];
+	free(pool->by_slot);
+	free(pool->fits);
+	pool->by_slot = bs;
+	pool->fits = fits;
+	pool->cap_slots = cap;
+	pool->nslots = k;
+	return 0;
+}
+
+static void slot_add(struct ep__sub *pool, struct ep__pack *p)
+{
+	p->slot = pool->nslots++;
+	pool->by_slot[p->slot] = p;
+	pool->npacks++;
+	fits_set(pool, p->slot, (uint32_t)p->nchunks);
+}
+
+static void slot_remove(struct ep__sub *pool, struct ep__pack *p)
+{
+	fits_set(pool, p->slot, 0);
+	pool->by_slot[p->slot] = NULL;
+	pool->npacks--;
+	while (pool->nslots && !pool->by_slot[pool->nslots - 1])
+		pool->nslots--; /* the newest went: its slot is reused */
+}
+
+/*
+ * After chunks [pos, pos+n) of p were freed: the run they are part of is
+ * the only new one, so the bound becomes the larger of the two.  The run's
+ * ends are looked for in two words on each side only (a scan would cost
+ * as much as the free stretch is long); an end not found there is taken
+ * to be the pack's end, and no run is longer than the free chunks, so the
+ * bound stays a bound.
+ */
+static void fits_raise(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
+{
+	uint32_t b = fits_get(pool, p->slot);
+
+	if (b >= p->free_chunks)
+		return;
+	size_t lo = 0, hi = p->nchunks, end = pos + n;
+
+	if (pos) {
+		size_t w = (pos - 1) / 64;
+		uint64_t m = p->used[w] & (~(uint64_t)0 >> (63 - (pos - 1) % 64));
+
+		if (!m && w) {
+			w--;
+			m = p->used[w];
+		}
+		if (m)
+			lo = w * 64 + 64 - (size_t)__builtin_clzll(m);
+	}
+	if (end < p->nchunks) {
+		size_t w = end / 64;
+		uint64_t m = p->used[w] & (~(uint64_t)0 << (end % 64));
+
+		if (!m && w + 1 < EP__BITMAP_WORDS(p->nchunks)) {
+			w++;
+			m = p->used[w];
+		}
+		if (m)
+			hi = w * 64 + (size_t)__builtin_ctzll(m);
+	}
+	size_t run = hi - lo < p->free_chunks ? hi - lo : p->free_chunks;
+
+	if (run > b)
+		fits_set(pool, p->slot, (uint32_t)run);
+}
+
 static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 {
+	slot_remove(pool, p);
 	range_remove(pool, &p->r);
 	ep__route_clear((uintptr_t)p->r.exec, p->r.size);
 	if (p->prev)
@@ -288,7 +437,7 @@ static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 	p->nchunks = pool->pack_size / CHUNK;
 	p->used = calloc(EP__BITMAP_WORDS(p->nchunks), sizeof(uint64_t));
 	p->start = calloc(EP__BITMAP_WORDS(p->nchunks), sizeof(uint64_t));
-	if (!p->used || !p->start || range_reserve(pool))
+	if (!p->used || !p->start || range_reserve(pool) || slots_reserve(pool))
 		goto fail;
 	if (ep__fit_init(&p->fit, p->used, p->nchunks))
 		goto fail;
@@ -306,6 +455,7 @@ static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 	p->r.gen = ep__fork_generation();
 	p->free_chunks = p->nchunks;
 	range_insert(pool, &p->r, p, NULL);
+	slot_add(pool, p);
 	p->prev = pool->tail;
 	if (pool->tail)
 		pool->tail->next = p;
@@ -325,18 +475,27 @@ fail:
 
 /*
  * First fit over packs in creation order; *pos gets the chunk index.  The
- * summary tree makes a pack that cannot fit n cost one comparison, and the
- * lowest fitting run O(log chunks), however fragmented the pack is.
+ * max tree over the packs finds the first that may fit n (see fits_set()),
+ * and that pack's own tree the lowest fitting run in O(log chunks), however
+ * fragmented the pack is.
  */
 static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, size_t *pos)
 {
 	unsigned gen = ep__fork_generation();
+	size_t slot;
 
-	for (struct ep__pack *p = pool->head; p; p = p->next) {
-		if (p->free_chunks < n)
+	while ((slot = fits_first(pool, n)) != SIZE_MAX) {
+		struct ep__pack *p = pool->by_slot[slot];
+
+		if (p->free_chunks < n) {
+			fits_set(pool, slot, (uint32_t)p->free_chunks); /* still a bound */
 			continue;
-		if (p->r.sealed && p->r.gen != gen)
-			continue; /* inherited across fork and sealed: frozen */
+		}
+		if (p->r.sealed && p->r.gen != gen) {
+			/* inherited across fork and sealed: frozen for good */
+			fits_set(pool, slot, 0);
+			continue;
+		}
 		/* No chunk below first_free is free, so a long enough run that
 		 * starts there is the first fit: no need to consult the tree. */
 		size_t ff = p->first_free;
@@ -347,8 +506,10 @@ static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, siz
 			return 0;
 		}
 		ep__fit_flush(&p->fit, p->used);
-		if (ep__fit_longest(&p->fit) < n)
+		if (ep__fit_longest(&p->fit) < n) {
+			fits_set(pool, slot, (uint32_t)ep__fit_longest(&p->fit));
 			continue;
+		}
 		*outp = p;
 		*pos = ep__fit_find(&p->fit, p->used, n);
 		return 0;
@@ -382,6 +543,7 @@ static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos,
 	if (pos < p->first_free)
 		p->first_free = pos;
 	p->free_chunks += n;
+	fits_raise(pool, p, pos, n);
 	ep__tally(&pool->tally.used_out, n * CHUNK);
 	if (p->free_chunks == p->nchunks) {
 		/* keep one empty pack against alloc/free churn, release others */
@@ -791,6 +953,8 @@ void ep__heap_destroy(struct ep__sub *pool)
 	ep__lock_destroy(&pool->lock);
 	if (ep__under_valgrind())
 		VALGRIND_HG_ENABLE_CHECKING(&pool->tally, sizeof(pool->tally));
+	free(pool->by_slot);
+	free(pool->fits);
 	free(pool->ranges);
 	free(pool->hash);
 	free(pool);

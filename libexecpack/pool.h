@@ -52,6 +52,7 @@ struct ep__pack {
 	uint64_t *start;
 	struct ep__fit fit; /* longest free runs of used, for first fit */
 	int cached;         /* empty and counted in the pool's empty_packs */
+	size_t slot;        /* its place in the heap's creation order (by_slot) */
 };
 
 /* One region's address range, sorted by lo, for address lookups. */
@@ -98,6 +99,17 @@ struct ep__sub {
 	size_t page_size;
 
 	struct ep__pack *head, *tail;
+
+	/*
+	 * First fit across packs: the packs in creation order (NULL where one
+	 * was released) and a max tree over them, whose leaf i is never less
+	 * than the longest free run of by_slot[i] (see pack_find()).
+	 */
+	struct ep__pack **by_slot;
+	uint32_t *fits;   /* 2 * cap_slots entries, node 1 the root */
+	size_t nslots;    /* slots handed out, live or not */
+	size_t cap_slots; /* a power of two, or 0 */
+	size_t npacks;    /* live packs */
 
 	struct ep__range *ranges;
 	size_t nranges, cap_ranges;

@@ -1,9 +1,10 @@
 /*
  * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
  *
- * Seven workloads, each run for libexecpack and, in the same process and
+ * Eight workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
- * libexecpack alone):
+ * libexecpack alone; workload 8, growth, against asmjit-dual alone, with
+ * a second execpack column of 64 KiB packs):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory
  *                  (W^X, freed memory refilled: the same guarantees)
@@ -16,7 +17,7 @@
  * is called and must return its imm32; live programs are also compared
  * byte for byte at the end of each round.  A mismatch aborts the run.
  *
- * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...]
+ * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,8]
  *   quick: 3 rounds and a quarter of the operations (workload 6: a
  *   quarter of the time); ROUNDS: 1-99 (7).
  *   EP_BENCH_MAX_THREADS: the largest thread count of workload 6
@@ -240,11 +241,12 @@ struct Alloc {
 
 struct Execpack : Alloc {
 	ep_pool *pool = nullptr;
-	Execpack(const char *n, enum ep_backend backend) : Alloc(n)
+	Execpack(const char *n, enum ep_backend backend, size_t pack_size = 0) : Alloc(n)
 	{
 		ep_config cfg = {};
 		cfg.sz = sizeof(cfg);
 		cfg.backend = backend;
+		cfg.pack_size = pack_size;
 		int rc = ep_pool_create(&cfg, &pool);
 		if (rc)
 			die("%s: ep_pool_create: %s", name, ep_strerror(rc));
@@ -527,7 +529,7 @@ static Mem mem_since(const MapSet &before, size_t n_before, Alloc &a)
 
 static int g_rounds = 7;
 static int g_div = 1; /* quick: a quarter of the operations */
-static bool g_only[8] = { false, true, true, true, true, true, true, true };
+static bool g_only[9] = { false, true, true, true, true, true, true, true, true };
 
 static int ops(int n) { return std::max(n / g_div, 1); }
 
@@ -1575,6 +1577,70 @@ static void workload_fork()
 
 /* ---- main ------------------------------------------------------------- */
 
+/* ---- workload 8: growth ---------------------------------------------- */
+
+/*
+ * Workload 1's churn as the live set grows: a cost that follows the number
+ * of packs (a walk over them) shows here and not at 10,000 live.  The
+ * execpack-64k column has 32 times as many packs (64 KiB each), so such a
+ * cost shows there first.
+ */
+static void workload_growth()
+{
+	static const int lives[] = { 1000, 10000, 100000, 300000 };
+	enum { NL = sizeof(lives) / sizeof(lives[0]), EP = 0, EP64 = 1, AJ = 2, NC = 3 };
+	static const char *const names[NC] = { "execpack", "execpack-64k", "asmjit-dual" };
+	const int nc = have_asmjit ? NC : NC - 1;
+	const int n = ops(20000);
+	std::vector<double> t[NL][NC], res[NL][NC];
+
+	for (int r = 0; r < g_rounds; r++) {
+		for (int l = 0; l < NL; l++) {
+			ChurnSeq q(8000 + uint64_t(r) * NL + uint64_t(l), lives[l], n);
+			for (int c = 0; c < nc; c++) {
+				ChurnRun run;
+				run.live.reserve(size_t(lives[l]));
+				Alloc *a = c == AJ    ? make(K_AJ_DUAL)
+					   : c == EP64 ? new Execpack(names[c], EP_BACKEND_MEMFD, 65536)
+						       : make(K_EP);
+				churn_setup(*a, q, run);
+				churn_ops(*a, q, run, true);
+				res[l][c].push_back(double(a->reserved()));
+				churn_finish(*a, run);
+				delete a;
+				t[l][c].push_back(ticks_ns(run.ticks, size_t(n)) / n);
+			}
+		}
+	}
+
+	head("8. growth",
+	     "workload 1's churn (free a random program, then alloc + write + finalize a new\n"
+	     "  one: timed) with 1,000 to 300,000 live programs; execpack-64k: 64 KiB packs;\n"
+	     "  reserved: code memory (one view) after the churn.  ratio = peer / execpack.");
+	std::printf("  %d ops per round and live count\n", n);
+	std::printf("  %-24s %8s %11s %11s %11s  %8s %11s %8s\n", "", "live", "median", "min", "max",
+		    "ratio", "reserved", "ratio");
+	for (int l = 0; l < NL; l++) {
+		for (int c = 0; c < nc; c++) {
+			Stats s = stats_of(t[l][c]);
+			std::vector<double> rr;
+			for (size_t i = 0; i < res[l][c].size(); i++)
+				rr.push_back(res[l][c][i] / res[l][EP][i]);
+			std::printf("  %-24s %8d %11.1f %11.1f %11.1f  %7.2fx %10.2fM %7.2fx\n", names[c],
+				    lives[l], s.med, s.lo, s.hi, ratio(t[l][c], t[l][EP]),
+				    stats_of(res[l][c]).med / 1048576, stats_of(rr).med);
+		}
+	}
+	target("growth: execpack 300,000 live / 10,000 live",
+	       stats_of(t[3][EP]).med / stats_of(t[1][EP]).med, 1.5, true);
+	if (have_asmjit)
+		target("growth: execpack / asmjit-dual at 300,000 live", ratio(t[3][EP], t[3][AJ]), 0.1,
+		       true);
+	else
+		target("growth: execpack / asmjit-dual at 300,000 live", NAN, 0.1, true, "x",
+		       "built without asmjit");
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
@@ -1583,15 +1649,15 @@ int main(int argc, char **argv)
 			g_rounds = 3;
 			g_div = 4;
 		} else if (!std::strncmp(s, "only=", 5)) {
-			for (int w = 1; w <= 7; w++)
+			for (int w = 1; w <= 8; w++)
 				g_only[w] = false;
 			for (const char *c = s + 5; *c; c++)
-				if (*c >= '1' && *c <= '7')
+				if (*c >= '1' && *c <= '8')
 					g_only[*c - '0'] = true;
 		} else if (std::atoi(s) >= 1 && std::atoi(s) <= 99) {
 			g_rounds = std::atoi(s);
 		} else {
-			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,3,4,5,6,7]\n", argv[0]);
+			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,3,4,5,6,7,8]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -1626,8 +1692,10 @@ int main(int argc, char **argv)
 		workload_many();
 	if (g_only[7])
 		workload_fork();
+	if (g_only[8])
+		workload_growth();
 
-	std::printf("\ntargets (issues 8 and 14)%*s %9s %10s\n", 30, "", "measured", "target");
+	std::printf("\ntargets (issues 8, 14 and 18)%*s %9s %10s\n", 26, "", "measured", "target");
 	for (auto &t : g_targets) {
 		char m[32], l[32];
 		if (!t.skip.empty() || std::isnan(t.value)) {

@@ -5,6 +5,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,164 @@ START_TEST(test_first_fit_across_packs)
 
 	ck_assert_int_eq(ep_alloc(p, 128, &d), 0);
 	ck_assert_ptr_eq(d.exec, im[0][5].exec);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * First fit over hundreds of packs against a model: each pack a shadow
+ * bitmap, searched by a plain walk in creation order, and the library's
+ * rule for empty packs (the first kept, others released).  Every
+ * allocation must land exactly where the walk says, through growth, churn,
+ * a shrink that releases most packs and regrowth into the freed places.
+ */
+#define MF_PACK 8192 /* 128 chunks: two bitmap words per pack */
+#define MF_CH (MF_PACK / 64)
+#define MF_MAXP 1024
+#define MF_MAXLIVE 6000
+
+struct mf_pack {
+	uintptr_t base;
+	unsigned char used[MF_CH];
+	size_t nfree;
+	int cached;
+};
+
+struct mf_live {
+	uintptr_t exec;
+	size_t n;
+};
+
+static struct mf_pack mf_packs[MF_MAXP];
+static size_t mf_np;
+static int mf_ncached;
+static struct mf_live mf_live[MF_MAXLIVE];
+static size_t mf_nlive;
+static uint64_t mf_rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t mf_next(void)
+{
+	mf_rng ^= mf_rng << 13;
+	mf_rng ^= mf_rng >> 7;
+	mf_rng ^= mf_rng << 17;
+	return mf_rng;
+}
+
+/* The lowest run of n free chunks in the first pack that has one. */
+static bool mf_find(size_t n, size_t *pk, size_t *pos)
+{
+	for (size_t k = 0; k < mf_np; k++) {
+		if (mf_packs[k].nfree < n)
+			continue;
+		size_t run = 0;
+
+		for (size_t i = 0; i < MF_CH; i++) {
+			run = mf_packs[k].used[i] ? 0 : run + 1;
+			if (run == n) {
+				*pk = k;
+				*pos = i + 1 - n;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static size_t mf_pack_of(uintptr_t x)
+{
+	for (size_t k = 0; k < mf_np; k++)
+		if (x >= mf_packs[k].base && x < mf_packs[k].base + MF_PACK)
+			return k;
+	return SIZE_MAX;
+}
+
+static void mf_alloc(struct ep_pool *p)
+{
+	/* mostly small, sometimes up to 48 chunks */
+	size_t n = mf_next() % 8 ? 1 + mf_next() % 6 : 1 + mf_next() % 48;
+	size_t size = n * 64 - mf_next() % 64, k, pos;
+	struct ep_image im;
+
+	ck_assert_int_eq(ep_alloc(p, size, &im), 0);
+	uintptr_t x = (uintptr_t)im.exec;
+
+	if (mf_find(n, &k, &pos)) {
+		ck_assert_msg(x == mf_packs[k].base + pos * 64,
+			      "%zu chunks: expected pack %zu chunk %zu, got pack %zu", n, k, pos,
+			      mf_pack_of(x));
+	} else {
+		/* none fits: a new pack, at its start */
+		ck_assert_uint_eq(mf_pack_of(x), SIZE_MAX);
+		ck_assert_uint_lt(mf_np, MF_MAXP);
+		k = mf_np++;
+		pos = 0;
+		memset(&mf_packs[k], 0, sizeof(mf_packs[k]));
+		mf_packs[k].base = x;
+		mf_packs[k].nfree = MF_CH;
+	}
+	struct mf_pack *m = &mf_packs[k];
+
+	if (m->cached) {
+		m->cached = 0;
+		mf_ncached--;
+	}
+	memset(m->used + pos, 1, n);
+	m->nfree -= n;
+	if (mf_next() % 4 == 0) {
+		memset(im.rw, 0xc3, size);
+		ck_assert_int_eq(ep_finalize(p, im.exec), 0);
+	}
+	mf_live[mf_nlive++] = (struct mf_live){ x, n };
+}
+
+static void mf_free(struct ep_pool *p)
+{
+	size_t i = mf_next() % mf_nlive, k = mf_pack_of(mf_live[i].exec);
+	struct mf_pack *m = &mf_packs[k];
+
+	ck_assert_int_eq(ep_free(p, (void *)mf_live[i].exec), 0);
+	memset(m->used + (mf_live[i].exec - m->base) / 64, 0, mf_live[i].n);
+	m->nfree += mf_live[i].n;
+	mf_live[i] = mf_live[--mf_nlive];
+	if (m->nfree == MF_CH) {
+		if (mf_ncached == 0) {
+			m->cached = 1;
+			mf_ncached++;
+		} else {
+			memmove(m, m + 1, (mf_np - k - 1) * sizeof(*m)); /* released */
+			mf_np--;
+		}
+	}
+}
+
+START_TEST(test_first_fit_many_packs)
+{
+	struct ep_pool *p = make_pool(MF_PACK, 0, 0);
+	/* live-set targets: grow, churn, shrink (most packs released), regrow */
+	static const size_t goal[] = { 4500, 4500, 300, 5500, 1000 };
+	size_t most = 0;
+
+	mf_np = 0;
+	mf_ncached = 0;
+	mf_nlive = 0;
+	for (size_t g = 0; g < sizeof(goal) / sizeof(goal[0]); g++) {
+		for (int op = 0; op < 4000; op++) {
+			/* drift toward the goal, with frees and allocations mixed */
+			bool grow = mf_nlive < goal[g] ? mf_next() % 4 != 0 : mf_next() % 4 == 0;
+
+			if (mf_nlive == 0 || (grow && mf_nlive < MF_MAXLIVE))
+				mf_alloc(p);
+			else
+				mf_free(p);
+			ck_assert_uint_eq(stats(p).packs, mf_np);
+			if (mf_np > most)
+				most = mf_np;
+		}
+	}
+	ck_assert_uint_ge(most, 200); /* it did span hundreds of packs */
+	while (mf_nlive)
+		mf_free(p);
+	ck_assert_uint_eq(stats(p).packs, 1);
 	ep_pool_destroy(p);
 }
 END_TEST
@@ -689,6 +848,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, test_chunk_accounting);
 	tcase_add_test(tc, test_first_fit_in_pack);
 	tcase_add_test(tc, test_first_fit_across_packs);
+	tcase_add_test(tc, test_first_fit_many_packs);
 	tcase_add_test(tc, test_pack_release_and_cache);
 	tcase_add_test(tc, test_ten_thousand_programs);
 	tcase_add_test(tc, test_fill_visible_through_exec);
