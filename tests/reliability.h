@@ -75,8 +75,13 @@ static inline int rel_call(void *exec)
 static inline int rel_quick(void)
 {
 	const char *q = getenv("EP_TEST_QUICK");
+	const char *san = getenv("EP_SANITIZER"); /* build-aux/sanitizers.sh */
 
-	return RUNNING_ON_VALGRIND || (q && *q && strcmp(q, "0") != 0);
+	/* ThreadSanitizer runs the threaded suites 10-20x slower, like
+	 * Valgrind: fewer rounds keep them inside their timeouts on a loaded
+	 * 2-core machine */
+	return RUNNING_ON_VALGRIND || (q && *q && strcmp(q, "0") != 0) ||
+	       (san && !strcmp(san, "tsan"));
 }
 
 /*
