@@ -547,7 +547,7 @@ static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos,
 	ep__tally(&pool->tally.used_out, n * CHUNK);
 	if (p->free_chunks == p->nchunks) {
 		/* keep one empty pack against alloc/free churn, release others */
-		/* (one per pool, not per sub-pool: a claim on a shared count) */
+		/* (one per pool, not per heap: a claim on a shared count) */
 		size_t none = 0;
 
 		if (p->r.sealed ||

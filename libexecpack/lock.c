@@ -1,5 +1,5 @@
 /*
- * lock.c - the slow half of the biased sub-pool lock (lock.h): revoking a
+ * lock.c - the slow half of the biased heap lock (lock.h): revoking a
  * bias, and whether this process can bias at all.
  */
 #include "config.h"

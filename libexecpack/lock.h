@@ -1,13 +1,13 @@
 /*
- * lock.h - the sub-pool lock: a futex word, biased to one thread.
+ * lock.h - the heap lock: a futex word, biased to one thread.
  *
  * The word: 0 (free), 1 (held) or 2 (held, and a thread may be asleep on
  * it).  A contended locker spins briefly, then sleeps in futex(2); unlock
  * wakes one sleeper.  Helgrind is told what the lock is (it does not see
  * atomics).
  *
- * Bias: a sub-pool is almost always used by one thread (threads are spread
- * over sub-pools), and a locked instruction costs more than its cycles here:
+ * Bias: a heap is almost always used by one thread (each thread that
+ * allocates has its own), and a locked instruction costs more than its cycles here:
  * it waits for the stores before it (a refill, a copy) to leave the store
  * buffer.  Three lock round trips were a sixth of a program's churn cycle.
  * So the first thread to take a lock becomes its owner, and the owner takes
@@ -17,7 +17,8 @@
  * pass a full memory barrier (membarrier(2), so the owner itself needs
  * none: either the owner sees revoked, or the revoker sees owner_in), and
  * waits for the owner to be out.  A lock that other threads keep taking
- * drops its bias for good and is a plain futex lock from then on.
+ * drops its bias and is a plain futex lock, until one thread has it to
+ * itself for a while again (EP__REBIAS_AFTER).
  */
 #ifndef EP_LOCK_H
 #define EP_LOCK_H

@@ -1,9 +1,10 @@
 /*
- * check_lock.c - the biased sub-pool lock (libexecpack/lock.h) on its own:
+ * check_lock.c - the biased heap lock (libexecpack/lock.h) on its own:
  * two threads count under it, one the owner on the fast path, the other
  * revoking the bias every time, with membarrier(2) and with the mprotect()
- * fallback; no increment may be lost.  Then the bias is dropped for good
- * after ep__lock_foreign_max revocations.
+ * fallback; no increment may be lost.  Then the bias is dropped after
+ * ep__lock_foreign_max revocations, comes back to a thread that has the lock
+ * to itself for EP__REBIAS_AFTER acquisitions, and not while two take turns.
  */
 #include "config.h"
 

@@ -6,7 +6,7 @@
  * patches some live, calls older ones again, frees, and reads the stats;
  * every result is checked.  A ninth thread scans /proc/self/maps for any
  * writable+executable mapping the whole time.  The "subpools" cases hand
- * allocations between threads (so calls cross sub-pools), share one limit
+ * allocations between threads (so calls cross heaps), share one limit
  * among four threads, and check that two threads get separate packs.
  */
 #include "config.h"
@@ -369,7 +369,7 @@ START_TEST(test_scanner_detects_wx)
 }
 END_TEST
 
-/* ---- sub-pools ----------------------------------------------------------- */
+/* ---- heaps (sub-pools, as these cases were first named) -------------------- */
 
 static struct ep_pool *pool_with_subs(const char *n, size_t limit)
 {
