@@ -15,15 +15,27 @@
 #include "route.h"
 #include "track.h"
 
-/* The heap of pool that owns addr (route.h), or NULL: no lock is taken. */
-static inline struct ep__sub *owner_of(const struct ep_pool *pool, const void *addr)
+/* The heap of pool that owns addr (route.h), or NULL, and *pack, the
+ * pack addr lies in (NULL for a large mapping): no lock is taken. */
+static inline struct ep__sub *owner_of(const struct ep_pool *pool, const void *addr,
+				       struct ep__pack **pack)
 {
-	struct ep__sub *h = ep__route_get((uintptr_t)addr);
+	void *v = ep__route_get((uintptr_t)addr);
 
-	if (!h)
+	if (!v)
 		return NULL;
+	struct ep__sub *h = ep__route_heap(v, pack);
+
 	VG_HAPPENS_AFTER(h); /* route.c published it */
 	return h->root == pool ? h : NULL;
+}
+
+/* Whether h is the calling thread's own heap in pool (its cached one). */
+static inline bool is_home(const struct ep_pool *pool, const struct ep__sub *h)
+{
+	const struct ep__tl_slot *slot = &ep__tl_cache[((uintptr_t)pool >> 6) % EP__TL_SLOTS];
+
+	return slot->heap == h && slot->pool == pool && slot->id == pool->id;
 }
 
 int ep__valgrind;
@@ -104,7 +116,8 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 		if (__builtin_expect(ep__in_fill, 0))               \
 			return -EDEADLK;                           \
 		ep__fork_check();                                      \
-		struct ep__sub *pool_ = owner_of(pool, addr);      \
+		struct ep__pack *pack_;                            \
+		struct ep__sub *pool_ = owner_of(pool, addr, &pack_); \
 		return pool_ ? (call) : -EINVAL;                   \
 	} while (0)
 
@@ -126,7 +139,23 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	ON_OWNER(pool, exec, ep__heap_free(pool_, exec));
+	if (__builtin_expect(ep__in_fill, 0))
+		return -EDEADLK;
+	ep__fork_check();
+
+	struct ep__pack *pack;
+	struct ep__sub *h = owner_of(pool, exec, &pack);
+
+	if (!h)
+		return -EINVAL;
+	/* another thread's heap: free without its lock (remote.c) if it can */
+	if (pack && !is_home(pool, h)) {
+		int rc = ep__remote_free(pack, exec);
+
+		if (rc <= 0)
+			return rc;
+	}
+	return ep__heap_free(h, exec);
 }
 
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
@@ -183,6 +212,9 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 		large_out += READ(large_out);
 		used_out += READ(used_out);
 		frees += READ(frees);
+		/* (frees by other threads: remote.c) */
+		used_out += __atomic_load_n(&h->rused_out, __ATOMIC_ACQUIRE);
+		frees += __atomic_load_n(&h->rfrees, __ATOMIC_ACQUIRE);
 	}
 	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
 		packs_in += READ(packs_in);

@@ -70,7 +70,7 @@ void ep__bitmap_set_far(uint64_t *map, size_t pos, size_t n)
 			take = n;
 		uint64_t m = (take == 64) ? ~(uint64_t)0 : (((uint64_t)1 << take) - 1) << bit;
 
-		map[pos / 64] |= m;
+		__atomic_store_n(&map[pos / 64], map[pos / 64] | m, __ATOMIC_RELAXED);
 		pos += take;
 		n -= take;
 	}
@@ -85,7 +85,7 @@ void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n)
 			take = n;
 		uint64_t m = (take == 64) ? ~(uint64_t)0 : (((uint64_t)1 << take) - 1) << bit;
 
-		map[pos / 64] &= ~m;
+		__atomic_store_n(&map[pos / 64], map[pos / 64] & ~m, __ATOMIC_RELAXED);
 		pos += take;
 		n -= take;
 	}

@@ -71,8 +71,9 @@ static inline void ep__bitmap_set(uint64_t *map, size_t pos, size_t n)
 {
 	uint64_t m;
 
+	/* (stores are atomic: a remote free reads the maps without the lock) */
 	if (ep__bitmap_word_mask(pos, n, &m))
-		map[pos / 64] |= m;
+		__atomic_store_n(&map[pos / 64], map[pos / 64] | m, __ATOMIC_RELAXED);
 	else
 		ep__bitmap_set_far(map, pos, n);
 }
@@ -82,7 +83,7 @@ static inline void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n)
 	uint64_t m;
 
 	if (ep__bitmap_word_mask(pos, n, &m))
-		map[pos / 64] &= ~m;
+		__atomic_store_n(&map[pos / 64], map[pos / 64] & ~m, __ATOMIC_RELAXED);
 	else
 		ep__bitmap_clear_far(map, pos, n);
 }

@@ -75,8 +75,10 @@ static void child_take_over(void)
 static void atfork_prepare(void)
 {
 	pthread_mutex_lock(&g_pools_lock);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		ep__lock(&p->lock);
+		ep__remote_gate(p); /* and no free without the lock (remote.c) */
+	}
 	ep__diag_fork_prepare();
 	if (g_pools && pipe2(g_fork_pipe, O_CLOEXEC))
 		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
@@ -84,8 +86,10 @@ static void atfork_prepare(void)
 
 static void atfork_unlock(void)
 {
-	for (struct ep__sub *p = g_pools; p; p = p->gnext)
+	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+		ep__remote_ungate(p);
 		ep__unlock(&p->lock);
+	}
 	pthread_mutex_unlock(&g_pools_lock);
 }
 
@@ -129,6 +133,10 @@ void ep__fork_missed(void)
 	pthread_mutex_init(&g_pools_lock, NULL);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		ep__lock_init(&p->lock);
+		/* (a vanished thread's free without the lock stays claimed:
+		 * its chunks are not reused in this process) */
+		p->rf_inflight = 0;
+		p->rf_gate = 0;
 		if (p == p->root->first)
 			pthread_mutex_init(&p->root->heaps_lock, NULL);
 	}

@@ -161,6 +161,11 @@ static void hash_insert(struct ep__sub *pool, struct ep__alloc *a)
 	a->hnext = pool->hash[i];
 	pool->hash[i] = a;
 	pool->nrecs++;
+	if (a->pack && !ep__bitmap_test(a->pack->recs, a->chunk)) {
+		ep__pack_write_begin(a->pack);
+		ep__bitmap_set(a->pack->recs, a->chunk, 1);
+		ep__pack_write_end(a->pack);
+	}
 }
 
 static struct ep__alloc *hash_find(const struct ep__sub *pool, uintptr_t key)
@@ -179,6 +184,11 @@ static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
 		pp = &(*pp)->hnext;
 	*pp = a->hnext;
 	pool->nrecs--;
+	if (a->pack && ep__bitmap_test(a->pack->recs, a->chunk)) {
+		ep__pack_write_begin(a->pack);
+		ep__bitmap_clear(a->pack->recs, a->chunk, 1);
+		ep__pack_write_end(a->pack);
+	}
 }
 
 void ep__heap_each_region(struct ep__sub *pool, void (*fn)(struct ep__sub *, struct ep__region *))
@@ -422,22 +432,64 @@ static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 	ep__tally(&pool->tally.packs_out, 1);
 	region_drop(pool, &p->r);
 	ep__fit_destroy(&p->fit);
-	free(p->used);
-	free(p->start);
+	/* kept (struct ep__pack): a racing reader sees another seq, and no
+	 * stale address stays for memcheck's leak scan */
+	ep__pack_write_begin(p);
+	memset(&p->r, 0, sizeof(p->r));
+	ep__pack_write_end(p);
+	p->next = pool->spare_packs;
+	pool->spare_packs = p;
+}
+
+static void pack_free(struct ep__pack *p)
+{
+	ep__fit_destroy(&p->fit);
+	free(p->used); /* (one block: see pack_get) */
 	free(p);
+}
+
+/* A pack struct with clear maps: a spare, or a new one. */
+static struct ep__pack *pack_get(struct ep__sub *pool)
+{
+	size_t nchunks = pool->pack_size / CHUNK, words = EP__BITMAP_WORDS(nchunks);
+	size_t sum = EP__BITMAP_WORDS(words);
+	struct ep__pack *p = pool->spare_packs;
+
+	if (p) {
+		pool->spare_packs = p->next;
+		p->next = p->prev = NULL;
+		memset(p->used, 0, (5 * words + sum) * sizeof(uint64_t));
+		return p;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	/* used, start, recs, freeing, done, done_sum */
+	p->used = calloc(5 * words + sum, sizeof(uint64_t));
+	if (!p->used) {
+		free(p);
+		return NULL;
+	}
+	p->start = p->used + words;
+	p->recs = p->start + words;
+	p->freeing = p->recs + words;
+	p->done = p->freeing + words;
+	p->done_sum = p->done + words;
+	p->heap = pool;
+	p->nchunks = nchunks;
+	return p;
 }
 
 static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 {
-	struct ep__pack *p = calloc(1, sizeof(*p));
+	struct ep__pack *p = pack_get(pool);
 	int rc = -ENOMEM;
 
 	if (!p)
 		return -ENOMEM;
-	p->nchunks = pool->pack_size / CHUNK;
-	p->used = calloc(EP__BITMAP_WORDS(p->nchunks), sizeof(uint64_t));
-	p->start = calloc(EP__BITMAP_WORDS(p->nchunks), sizeof(uint64_t));
-	if (!p->used || !p->start || range_reserve(pool) || slots_reserve(pool))
+	p->free_chunks = p->first_free = 0;
+	p->cached = 0;
+	if (range_reserve(pool) || slots_reserve(pool))
 		goto fail;
 	if (ep__fit_init(&p->fit, p->used, p->nchunks))
 		goto fail;
@@ -448,7 +500,7 @@ static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 		pool->ops->unmap(pool->be, &p->r);
 		goto fail;
 	}
-	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, pool))) {
+	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, ep__route_pack(p)))) {
 		region_drop(pool, &p->r);
 		goto fail;
 	}
@@ -467,9 +519,9 @@ static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 	return 0;
 fail:
 	ep__fit_destroy(&p->fit);
-	free(p->used);
-	free(p->start);
-	free(p);
+	memset(&p->r, 0, sizeof(p->r));
+	p->next = pool->spare_packs;
+	pool->spare_packs = p;
 	return rc;
 }
 
@@ -526,8 +578,12 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 		p->cached = 0;
 		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
 	}
-	ep__bitmap_set(p->used, pos, n);
+	/* (a record from the start: ep__heap_alloc() gives it one) */
+	ep__pack_write_begin(p);
+	ep__bitmap_set(p->recs, pos, 1);
 	ep__bitmap_set(p->start, pos, 1);
+	ep__bitmap_set(p->used, pos, n);
+	ep__pack_write_end(p);
 	ep__fit_mark(&p->fit, pos, n);
 	if (pos == p->first_free)
 		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
@@ -535,16 +591,22 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 	ep__tally(&pool->tally.used_in, n * CHUNK);
 }
 
-static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
+/* (counted: not for a remote free, which counted itself; remote.c) */
+static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n,
+			   bool counted)
 {
+	ep__pack_write_begin(p);
 	ep__bitmap_clear(p->used, pos, n);
 	ep__bitmap_clear(p->start, pos, 1);
+	ep__bitmap_clear(p->recs, pos, 1);
+	ep__pack_write_end(p);
 	ep__fit_mark(&p->fit, pos, n);
 	if (pos < p->first_free)
 		p->first_free = pos;
 	p->free_chunks += n;
 	fits_raise(pool, p, pos, n);
-	ep__tally(&pool->tally.used_out, n * CHUNK);
+	if (!counted)
+		ep__tally(&pool->tally.used_out, n * CHUNK);
 	if (p->free_chunks == p->nchunks) {
 		/* keep one empty pack against alloc/free churn, release others */
 		/* (one per pool, not per heap: a claim on a shared count) */
@@ -559,6 +621,41 @@ static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos,
 		} else {
 			pack_release(pool, p);
 		}
+	}
+}
+
+static size_t alloc_end(const struct ep__pack *p, size_t pos);
+
+/*
+ * What other threads freed without the lock (remote.c) and refilled: give
+ * it back.  A pack is taken off the list before its maps are read, so a
+ * free that lands meanwhile queues the pack again.
+ */
+void ep__heap_drain(struct ep__sub *pool)
+{
+	struct ep__pack *p = __atomic_exchange_n(&pool->remote, NULL, __ATOMIC_ACQUIRE);
+
+	while (p) {
+		struct ep__pack *next = p->rnext;
+		size_t nsum = EP__BITMAP_WORDS(EP__BITMAP_WORDS(p->nchunks));
+
+		__atomic_store_n(&p->queued, 0, __ATOMIC_SEQ_CST);
+		for (size_t i = 0; i < nsum; i++) {
+			uint64_t sum = __atomic_exchange_n(&p->done_sum[i], 0, __ATOMIC_ACQUIRE);
+
+			for (; sum; sum &= sum - 1) {
+				size_t w = i * 64 + (size_t)__builtin_ctzll(sum);
+				uint64_t d = __atomic_exchange_n(&p->done[w], 0, __ATOMIC_ACQUIRE);
+
+				for (; d; d &= d - 1) {
+					size_t c = w * 64 + (size_t)__builtin_ctzll(d);
+
+					pack_give_back(pool, p, c, alloc_end(p, c) - c, true);
+					ep__pack_unclaim(p, c);
+				}
+			}
+		}
+		p = next;
 	}
 }
 
@@ -774,8 +871,11 @@ static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t 
 		if (s == SIZE_MAX)
 			return NULL;
 		a = hash_find(pool, r->lo + s * CHUNK);
-		if (!a)
+		if (!a) {
+			if (ep__pack_freeing(r->pack, s))
+				return NULL; /* an ep_free() under way (remote.c) */
 			a = alloc_view(r->pack, s, v);
+		}
 	}
 	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
 
@@ -804,7 +904,9 @@ static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exe
 			return r->large->exec == exec ? r->large : NULL;
 		size_t c = (x - r->lo) / CHUNK;
 
-		return ep__bitmap_test(r->pack->start, c) ? alloc_view(r->pack, c, v) : NULL;
+		return ep__bitmap_test(r->pack->start, c) && !ep__pack_freeing(r->pack, c)
+			       ? alloc_view(r->pack, c, v)
+			       : NULL;
 	}
 	a = alloc_containing(pool, x, v);
 	return a && a->exec == exec ? a : NULL;
@@ -935,10 +1037,13 @@ void ep__heap_destroy(struct ep__sub *pool)
 		pool->head = p->next;
 		ep__route_clear((uintptr_t)p->r.exec, p->r.size);
 		region_drop(pool, &p->r);
-		ep__fit_destroy(&p->fit);
-		free(p->used);
-		free(p->start);
-		free(p);
+		pack_free(p);
+	}
+	while (pool->spare_packs) {
+		struct ep__pack *p = pool->spare_packs;
+
+		pool->spare_packs = p->next;
+		pack_free(p);
 	}
 	for (int k = 0; k < STASH_CLASSES; k++)
 		for (unsigned i = 0; i < pool->nstash[k]; i++)
@@ -987,6 +1092,7 @@ int ep__heap_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 	if (limit && (rc = charge(pool->root, reserved)))
 		return rc;
 	sub_lock(pool);
+	ep__heap_drain_check(pool);
 	if (pool->nrecs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
 		goto fail;
 	rc = -ENOMEM;
@@ -1167,16 +1273,25 @@ int ep__heap_free(struct ep__sub *pool, void *exec)
 		goto out;
 	}
 	if (a->pack) {
+		/* against an ep_free() of the same address from another thread
+		 * that takes no lock (remote.c) */
+		if (!ep__pack_claim(a->pack, a->chunk)) {
+			rc = -EINVAL;
+			goto out;
+		}
 		if (!a->staging) {
 			/* finalized: refill so a stale jump here traps */
 			rc = ep__own_region(pool, &a->pack->r);
-			if (rc)
+			if (!rc)
+				rc = refill(pool, a);
+			if (rc) {
+				/* still live and intact; the caller may retry */
+				ep__pack_unclaim(a->pack, a->chunk);
 				goto out;
-			rc = refill(pool, a);
-			if (rc)
-				goto out; /* still live and intact; the caller may retry */
+			}
 		}
-		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK);
+		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK, false);
+		ep__pack_unclaim(a->pack, a->chunk);
 	} else {
 		if (a->large.sealed && (rc = ep__own_region(pool, &a->large)))
 			goto out; /* its refill could not be done: still live */

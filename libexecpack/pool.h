@@ -42,17 +42,33 @@ struct ep__alloc {
 	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
 };
 
+/*
+ * A pack.  Its struct and bitmaps are never freed while its heap lives (a
+ * released pack waits on the heap's spares for reuse), because a thread
+ * freeing into it without the heap's lock (remote.c) may still be reading
+ * them: such a reader checks what it read against seq.
+ */
 struct ep__pack {
 	struct ep__region r;
 	struct ep__pack *next, *prev;
+	struct ep__sub *heap; /* for ever */
 	size_t nchunks;
 	size_t free_chunks;
 	size_t first_free; /* lowest clear chunk (nchunks when full) */
 	uint64_t *used;
 	uint64_t *start;
+	uint64_t *recs;     /* start bits of allocations with a record */
 	struct ep__fit fit; /* longest free runs of used, for first fit */
 	int cached;         /* empty and counted in the pool's empty_packs */
 	size_t slot;        /* its place in the heap's creation order (by_slot) */
+
+	/* remote frees (remote.c); all atomics */
+	unsigned seq;       /* odd while the owner changes used, start or recs */
+	uint64_t *freeing;  /* start bits of allocations an ep_free() claimed */
+	uint64_t *done;     /* ... of those whose refill is done, to give back */
+	uint64_t *done_sum; /* words of done with a bit set */
+	int queued;         /* on the heap's remote list */
+	struct ep__pack *rnext;
 };
 
 /* One region's address range, sorted by lo, for address lookups. */
@@ -119,6 +135,16 @@ struct ep__sub {
 	size_t nrecs;     /* records in the hash */
 
 	struct ep__tally tally;
+	/* frees by other threads (remote.c): atomic counts for the stats, the
+	 * packs with chunks to give back, and a gate for fork(); on cache
+	 * lines of their own, away from what the owner writes on every call */
+	char rf_pad0[64];
+	uint64_t rfrees, rused_out;
+	struct ep__pack *remote;
+	unsigned rf_inflight;
+	int rf_gate;
+	char rf_pad1[64];
+	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__thread *owner; /* the thread it belongs to (pool->heaps_lock) */
@@ -170,6 +196,64 @@ int ep__mseal(void *addr, size_t len);
 /* Nonzero while this thread runs a caller's fill (ep_pool_create(3)). */
 extern __thread int ep__in_fill __attribute__((tls_model("initial-exec")));
 
+/* Give back what other threads freed (remote.c); with the heap's lock. */
+void ep__heap_drain(struct ep__sub *h);
+static inline void ep__heap_drain_check(struct ep__sub *h)
+{
+	if (__builtin_expect(__atomic_load_n(&h->remote, __ATOMIC_RELAXED) != NULL, 0))
+		ep__heap_drain(h);
+}
+/* With the heap's lock: the pack's bitmaps change (see struct ep__pack). */
+static inline void ep__pack_write_begin(struct ep__pack *p)
+{
+	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static inline void ep__pack_write_end(struct ep__pack *p)
+{
+	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELEASE);
+}
+/* Whether an ep_free() has claimed the allocation that starts at chunk c. */
+static inline bool ep__pack_freeing(const struct ep__pack *p, size_t c)
+{
+	return (__atomic_load_n(&p->freeing[c / 64], __ATOMIC_ACQUIRE) >> (c % 64)) & 1u;
+}
+/* Claim it: false when another ep_free() has. */
+static inline bool ep__pack_claim(struct ep__pack *p, size_t c)
+{
+	uint64_t bit = (uint64_t)1 << (c % 64);
+
+	return !(__atomic_fetch_or(&p->freeing[c / 64], bit, __ATOMIC_ACQ_REL) & bit);
+}
+static inline void ep__pack_unclaim(struct ep__pack *p, size_t c)
+{
+	__atomic_fetch_and(&p->freeing[c / 64], ~((uint64_t)1 << (c % 64)), __ATOMIC_RELEASE);
+}
+
+/* ---- remote.c: ep_free() from a thread that does not own the heap ---- */
+
+/* The route table's word for a pack's pages (route.h), and back. */
+static inline void *ep__route_pack(struct ep__pack *p)
+{
+	return (void *)((uintptr_t)p | 1);
+}
+static inline struct ep__sub *ep__route_heap(void *v, struct ep__pack **pack)
+{
+	uintptr_t w = (uintptr_t)v;
+
+	if (w & 1) {
+		*pack = (struct ep__pack *)(w & ~(uintptr_t)1);
+		return (*pack)->heap;
+	}
+	*pack = NULL;
+	return v;
+}
+/* 0: freed; -EINVAL; 1: take the heap's lock and free there instead. */
+int ep__remote_free(struct ep__pack *p, void *exec);
+/* fork(): no remote free is under way once this returns; and after. */
+void ep__remote_gate(struct ep__sub *h);
+void ep__remote_ungate(struct ep__sub *h);
+
 /* ---- config.c: validating a config, opening its backend ---- */
 
 int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
@@ -190,6 +274,9 @@ extern __thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS]
 
 struct ep__sub *ep__home_slow(struct ep_pool *pool, struct ep__tl_slot *slot);
 void ep__thread_put(struct ep__thread *t);
+/* Whether t's thread has exited (t may be reused for another thread later:
+ * records are never freed, so a racy look at one is safe). */
+bool ep__thread_dead(const struct ep__thread *t);
 unsigned ep__heaps_wanted(const struct ep__sub *first);
 
 /* The calling thread's heap in pool; NULL without memory. */

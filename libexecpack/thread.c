@@ -18,6 +18,7 @@
 struct ep__thread {
 	unsigned refs; /* atomic */
 	int dead;      /* atomic */
+	struct ep__thread *next; /* among the spares (g_spare_lock) */
 };
 
 static pthread_key_t g_thread_key;
@@ -27,13 +28,27 @@ static __thread struct ep__thread *tl_self;
 
 __thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS] __attribute__((tls_model("initial-exec")));
 
+/*
+ * Records whose thread has exited and that no heap names any more wait here
+ * for the next thread: never freed, because remote.c looks at a heap's
+ * owner without a lock while another thread may be adopting the heap.
+ */
+static struct ep__thread *g_spare_threads; /* linked by next */
+static pthread_mutex_t g_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void ep__thread_put(struct ep__thread *t)
 {
 	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		if (ep__under_valgrind())
-			VALGRIND_HG_ENABLE_CHECKING(t, sizeof(*t));
-		free(t);
+		pthread_mutex_lock(&g_spare_lock);
+		t->next = g_spare_threads;
+		g_spare_threads = t;
+		pthread_mutex_unlock(&g_spare_lock);
 	}
+}
+
+bool ep__thread_dead(const struct ep__thread *t)
+{
+	return __atomic_load_n(&t->dead, __ATOMIC_ACQUIRE);
 }
 
 static void thread_exit(void *arg)
@@ -67,15 +82,23 @@ static struct ep__thread *thread_self(void)
 		return t;
 	if (!thread_key_make())
 		return NULL;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	/* (atomics only, shared by the thread and the heaps naming it) */
-	if (ep__under_valgrind())
-		VALGRIND_HG_DISABLE_CHECKING(t, sizeof(*t));
-	t->refs = 1;
+	pthread_mutex_lock(&g_spare_lock);
+	t = g_spare_threads;
+	if (t)
+		g_spare_threads = t->next;
+	pthread_mutex_unlock(&g_spare_lock);
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		/* (atomics only, shared by the thread and the heaps naming it) */
+		if (ep__under_valgrind())
+			VALGRIND_HG_DISABLE_CHECKING(t, sizeof(*t));
+	}
+	__atomic_store_n(&t->dead, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->refs, 1, __ATOMIC_RELAXED);
 	if (pthread_setspecific(g_thread_key, t)) {
-		free(t);
+		ep__thread_put(t);
 		return NULL;
 	}
 	tl_self = t;
@@ -84,7 +107,7 @@ static struct ep__thread *thread_self(void)
 
 static bool heap_orphaned(const struct ep__sub *h)
 {
-	return !h->owner || __atomic_load_n(&h->owner->dead, __ATOMIC_ACQUIRE);
+	return !h->owner || ep__thread_dead(h->owner);
 }
 
 /*
@@ -106,7 +129,7 @@ static struct ep__sub *heap_claim(struct ep_pool *pool)
 	for (h = pool->heaps; h; h = h->next_heap) {
 		if (heap_orphaned(h)) {
 			ep__thread_put(h->owner);
-			h->owner = NULL;
+			__atomic_store_n(&h->owner, NULL, __ATOMIC_RELEASE);
 			goto adopt;
 		}
 	}
@@ -129,7 +152,7 @@ static struct ep__sub *heap_claim(struct ep_pool *pool)
 adopt:
 	if (self) {
 		__atomic_add_fetch(&self->refs, 1, __ATOMIC_RELAXED);
-		h->owner = self;
+		__atomic_store_n(&h->owner, self, __ATOMIC_RELEASE);
 	}
 found:
 	pthread_mutex_unlock(&pool->heaps_lock);
