@@ -217,3 +217,11 @@ void ep__fork_untrack(struct ep__sub *h)
 		h->gnext->gprev = h->gprev;
 	pthread_mutex_unlock(&g_pools_lock);
 }
+
+void ep__each_heap(void (*fn)(struct ep__sub *, void *), void *arg)
+{
+	pthread_mutex_lock(&g_pools_lock);
+	for (struct ep__sub *h = g_pools; h; h = h->gnext)
+		fn(h, arg);
+	pthread_mutex_unlock(&g_pools_lock);
+}

@@ -455,26 +455,28 @@ static struct ep__pack *pack_get(struct ep__sub *pool)
 	size_t sum = EP__BITMAP_WORDS(words);
 	struct ep__pack *p = pool->spare_packs;
 
+	/* used, start, recs, done, done_sum; then freeing, a byte a chunk */
+	size_t bytes = (4 * words + sum) * sizeof(uint64_t) + nchunks;
+
 	if (p) {
 		pool->spare_packs = p->next;
 		p->next = p->prev = NULL;
-		memset(p->used, 0, (5 * words + sum) * sizeof(uint64_t));
+		memset(p->used, 0, bytes);
 		return p;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	/* used, start, recs, freeing, done, done_sum */
-	p->used = calloc(5 * words + sum, sizeof(uint64_t));
+	p->used = calloc(1, bytes);
 	if (!p->used) {
 		free(p);
 		return NULL;
 	}
 	p->start = p->used + words;
 	p->recs = p->start + words;
-	p->freeing = p->recs + words;
-	p->done = p->freeing + words;
+	p->done = p->recs + words;
 	p->done_sum = p->done + words;
+	p->freeing = (unsigned char *)(p->done_sum + sum);
 	p->heap = pool;
 	p->nchunks = nchunks;
 	return p;
@@ -576,6 +578,8 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 {
 	if (p->cached) {
 		p->cached = 0;
+		if (pool->cached_pack == p)
+			pool->cached_pack = NULL;
 		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
 	}
 	/* (a record from the start: ep__heap_alloc() gives it one) */
@@ -590,6 +594,8 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 	p->free_chunks -= n;
 	ep__tally(&pool->tally.used_in, n * CHUNK);
 }
+
+static void pack_emptied(struct ep__sub *pool, struct ep__pack *p);
 
 /* (counted: not for a remote free, which counted itself; remote.c) */
 static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n,
@@ -607,21 +613,53 @@ static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos,
 	fits_raise(pool, p, pos, n);
 	if (!counted)
 		ep__tally(&pool->tally.used_out, n * CHUNK);
-	if (p->free_chunks == p->nchunks) {
-		/* keep one empty pack against alloc/free churn, release others */
-		/* (one per pool, not per heap: a claim on a shared count) */
-		size_t none = 0;
+	if (p->free_chunks == p->nchunks)
+		pack_emptied(pool, p);
+}
 
-		if (p->r.sealed ||
-		    __atomic_compare_exchange_n(&pool->root->empty_packs, &none, 1, false,
-						__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-			if (p->r.sealed)
-				__atomic_fetch_add(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
-			p->cached = 1;
-		} else {
-			pack_release(pool, p);
-		}
+/*
+ * An empty pack is kept against alloc/free churn: one per heap while its
+ * thread runs (a thread that JITs and frees one program at a time would
+ * otherwise map, fill and unmap a pack for each), one per pool otherwise;
+ * a heap's is given back when its thread exits (ep__heap_trim()).  Others
+ * are released; a sealed one cannot be.
+ */
+static void pack_emptied(struct ep__sub *pool, struct ep__pack *p)
+{
+	size_t none = 0;
+
+	if (p->r.sealed) {
+		__atomic_fetch_add(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
+		p->cached = 1;
+	} else if (!pool->cached_pack && !ep__heap_orphaned(pool)) {
+		__atomic_fetch_add(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
+		p->cached = 1;
+		pool->cached_pack = p;
+	} else if (__atomic_compare_exchange_n(&pool->root->empty_packs, &none, 1, false,
+					       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		p->cached = 1;
+		if (!pool->cached_pack)
+			pool->cached_pack = p;
+	} else {
+		pack_release(pool, p);
 	}
+}
+
+/* The heap's thread has exited: its empty pack goes, unless it is the last
+ * one the pool keeps; and what other threads freed comes back. */
+void ep__heap_trim(struct ep__sub *pool)
+{
+	ep__lock(&pool->lock);
+	ep__heap_drain_check(pool);
+	struct ep__pack *p = pool->cached_pack;
+
+	if (p && __atomic_load_n(&pool->root->empty_packs, __ATOMIC_RELAXED) > 1) {
+		p->cached = 0;
+		pool->cached_pack = NULL;
+		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
+		pack_release(pool, p);
+	}
+	ep__unlock(&pool->lock);
 }
 
 static size_t alloc_end(const struct ep__pack *p, size_t pos);

@@ -64,7 +64,8 @@ struct ep__pack {
 
 	/* remote frees (remote.c); all atomics */
 	unsigned seq;       /* odd while the owner changes used, start or recs */
-	uint64_t *freeing;  /* start bits of allocations an ep_free() claimed */
+	unsigned char *freeing; /* per chunk: an ep_free() claimed the allocation
+				 * starting here (a byte: given up with a store) */
 	uint64_t *done;     /* ... of those whose refill is done, to give back */
 	uint64_t *done_sum; /* words of done with a bit set */
 	int queued;         /* on the heap's remote list */
@@ -145,6 +146,7 @@ struct ep__sub {
 	int rf_gate;
 	char rf_pad1[64];
 	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
+	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__thread *owner; /* the thread it belongs to (pool->heaps_lock) */
@@ -216,18 +218,17 @@ static inline void ep__pack_write_end(struct ep__pack *p)
 /* Whether an ep_free() has claimed the allocation that starts at chunk c. */
 static inline bool ep__pack_freeing(const struct ep__pack *p, size_t c)
 {
-	return (__atomic_load_n(&p->freeing[c / 64], __ATOMIC_ACQUIRE) >> (c % 64)) & 1u;
+	return __atomic_load_n(&p->freeing[c], __ATOMIC_ACQUIRE) != 0;
 }
 /* Claim it: false when another ep_free() has. */
 static inline bool ep__pack_claim(struct ep__pack *p, size_t c)
 {
-	uint64_t bit = (uint64_t)1 << (c % 64);
-
-	return !(__atomic_fetch_or(&p->freeing[c / 64], bit, __ATOMIC_ACQ_REL) & bit);
+	return __atomic_exchange_n(&p->freeing[c], 1, __ATOMIC_ACQ_REL) == 0;
 }
+/* (only by the claim's holder) */
 static inline void ep__pack_unclaim(struct ep__pack *p, size_t c)
 {
-	__atomic_fetch_and(&p->freeing[c / 64], ~((uint64_t)1 << (c % 64)), __ATOMIC_RELEASE);
+	__atomic_store_n(&p->freeing[c], 0, __ATOMIC_RELEASE);
 }
 
 /* ---- remote.c: ep_free() from a thread that does not own the heap ---- */
@@ -277,6 +278,17 @@ void ep__thread_put(struct ep__thread *t);
 /* Whether t's thread has exited (t may be reused for another thread later:
  * records are never freed, so a racy look at one is safe). */
 bool ep__thread_dead(const struct ep__thread *t);
+/* Whether h's thread has exited, or it has none yet (any thread, no lock). */
+static inline bool ep__heap_orphaned(const struct ep__sub *h)
+{
+	const struct ep__thread *t = __atomic_load_n(&h->owner, __ATOMIC_ACQUIRE);
+
+	return !t || ep__thread_dead(t);
+}
+/* The heap's thread has exited (thread.c): give back what it kept. */
+void ep__heap_trim(struct ep__sub *h);
+/* fn on every heap of every pool (fork.c's list, locked meanwhile). */
+void ep__each_heap(void (*fn)(struct ep__sub *, void *), void *arg);
 unsigned ep__heaps_wanted(const struct ep__sub *first);
 
 /* The calling thread's heap in pool; NULL without memory. */

@@ -76,16 +76,6 @@ static bool valid(const struct ep__pack *p, uintptr_t base, size_t c, size_t *en
 	return false;
 }
 
-/* Whether the heap's thread has exited (or it has none): then nobody
- * would give the chunks back soon, so this free does, under the lock.
- * (Thread records are never freed, only reused: thread.c.) */
-static bool heap_orphaned(const struct ep__sub *h)
-{
-	const struct ep__thread *t = __atomic_load_n(&h->owner, __ATOMIC_ACQUIRE);
-
-	return !t || ep__thread_dead(t);
-}
-
 static void queue(struct ep__sub *h, struct ep__pack *p, size_t c)
 {
 	size_t w = c / 64;
@@ -141,7 +131,9 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	rc = 0;
 out:
 	__atomic_sub_fetch(&h->rf_inflight, 1, __ATOMIC_RELEASE);
-	if (rc == 0 && heap_orphaned(h)) {
+	/* the heap's thread has exited: nobody would give the chunks back
+	 * soon, so this free does, under the lock */
+	if (rc == 0 && ep__heap_orphaned(h)) {
 		ep__lock(&h->lock);
 		ep__heap_drain(h);
 		ep__unlock(&h->lock);

@@ -51,11 +51,18 @@ bool ep__thread_dead(const struct ep__thread *t)
 	return __atomic_load_n(&t->dead, __ATOMIC_ACQUIRE);
 }
 
+static void trim_if_mine(struct ep__sub *h, void *t)
+{
+	if (__atomic_load_n(&h->owner, __ATOMIC_RELAXED) == t)
+		ep__heap_trim(h);
+}
+
 static void thread_exit(void *arg)
 {
 	struct ep__thread *t = arg;
 
 	__atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+	ep__each_heap(trim_if_mine, t);
 	tl_self = NULL;
 	memset(ep__tl_cache, 0, sizeof(ep__tl_cache));
 	ep__thread_put(t);
@@ -105,10 +112,6 @@ static struct ep__thread *thread_self(void)
 	return t;
 }
 
-static bool heap_orphaned(const struct ep__sub *h)
-{
-	return !h->owner || ep__thread_dead(h->owner);
-}
 
 /*
  * The heap the calling thread allocates from, found (its own), adopted (one
@@ -127,7 +130,7 @@ static struct ep__sub *heap_claim(struct ep_pool *pool)
 		if (self && h->owner == self)
 			goto found;
 	for (h = pool->heaps; h; h = h->next_heap) {
-		if (heap_orphaned(h)) {
+		if (ep__heap_orphaned(h)) {
 			ep__thread_put(h->owner);
 			__atomic_store_n(&h->owner, NULL, __ATOMIC_RELEASE);
 			goto adopt;
