@@ -50,6 +50,8 @@ Diagnostics.  pool.set_name(f, "name") names code for symbolize(address)
 pool.set_unwind() tells libunwind how to step through it; backtrace(fd)
 writes the calling thread's backtrace; probe("kmod") says whether a backend
 works here and why not; pool.reasons says why AUTO passed over the others.
+ep_config.fill is not offered: a fill must never fail, and Python code can
+(fill_x86_int3() is the library's own fill, for buffers of the caller).
 """
 
 from ._core import (BACKENDS, CHUNK_SIZE, F_PERFMAP, F_RANDOMIZE, F_SEAL, NAME_MAX,

@@ -156,7 +156,9 @@ class BackendTest(unittest.TestCase):
 
     def test_probe_memfd(self):
         rc, why = execpack.probe("memfd")
-        self.assertEqual((rc, why), (0, "memfd") if why else (0, ""))
+        self.assertEqual(rc, 0, why)
+        with execpack.Pool("memfd") as pool:
+            self.assertEqual(pool.backend, "memfd")
 
     def test_probe_missing_device(self):
         rc, why = execpack.probe("kmod", path="/nonexistent/execpack")
@@ -178,7 +180,6 @@ class BackendTest(unittest.TestCase):
             for part in filter(None, pool.reasons.split("; ")):
                 self.assertRegex(part, r"^(memfd|hugetlb|kmod): .+")
                 self.assertFalse(part.startswith(pool.backend + ":"))
-        pool.close()
         with self.assertRaises(OSError):
             pool.reasons
 
