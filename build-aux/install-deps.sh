@@ -3,7 +3,8 @@
 # Usage: build-aux/install-deps.sh [base|kmod|all]
 #   base: compiler toolchain, Autotools, Check, Valgrind, libunwind (default)
 #   kmod: what `make check-kmod` needs to boot a real kernel under qemu
-#   all:  both, plus the optional peers and tools used by benchmarks and packaging
+#   all:  both, plus the optional peers and tools used by benchmarks, packaging
+#         and the Python package's tests
 set -e
 set_name=${1:-base}
 
@@ -11,7 +12,11 @@ base="build-essential autoconf automake libtool pkg-config check libunwind-dev v
 autoconf-archive clang llvm libclang-rt-14-dev groff-base python3"
 kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod
 binutils liblzma-dev"
-extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev"
+# packaging: the Debian packages (with DKMS and pybuild), the Python
+# package's tests (pytest, a venv, mypy --strict)
+extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev dkms dh-dkms
+dh-python pybuild-plugin-pyproject python3-all python3-setuptools python3-pytest
+python3-venv mypy"
 
 case "$set_name" in
 base) want=$base ;;

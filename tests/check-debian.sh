@@ -7,14 +7,24 @@
 #   Without an argument the copy is made from the git work tree (tracked
 #   files and new files not ignored, with their current contents); with one,
 #   from a `make dist` tarball.
-# Steps: dpkg-buildpackage -us -uc -b, lintian (no errors), the .debs
-# unpacked with dpkg-deb -x into a throwaway root and their contents checked,
-# and the pkg-config consumer compiled and run against that root.
+# Steps: dpkg-buildpackage -us -uc -b, lintian -I --pedantic (no error or
+# warning), the .debs unpacked with dpkg-deb -x into a throwaway root and
+# their contents checked, the pkg-config consumer compiled and run against
+# that root (shared, and static from libexecpack.a); the module built with
+# dkms from execpack-dkms in a scratch tree (never the machine's) and the
+# kmod suite run with it in a kernel under qemu; the Python package
+# installed with pip into a fresh venv, offline, and its tests run with
+# pytest there and from python3-execpack.
 # Exit: 0 all passed, 1 a check failed, 77 dpkg-buildpackage is unavailable.
-# EP_KEEP=1 keeps the work directory.
+# EP_KEEP=1 keeps the work directory.  EP_DEBIAN_KMOD=0 leaves out the qemu
+# boot (it is a minute or more without KVM).
 set -u
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+# The distribution's tools first: a python3 from elsewhere on PATH (pyenv)
+# has none of Debian's modules that pybuild and the tests use.
+PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+export PATH
 tarball=${1:-}
 
 for tool in dpkg-buildpackage dpkg-deb dh; do
@@ -100,18 +110,19 @@ fi
 
 changes=$(ls "$work"/libexecpack_*.changes 2>/dev/null | head -n 1)
 deb() { ls "$work/$1"_*.deb 2>/dev/null | head -n 1; }
-for p in libexecpack0 libexecpack-dev execpack-tools; do
+packages="libexecpack0 libexecpack-dev execpack-tools execpack-dkms python3-execpack"
+for p in $packages; do
 	check "package $p built" test -n "$(deb "$p")"
 done
 
 # --- lintian ----------------------------------------------------------------
 if command -v lintian >/dev/null 2>&1; then
-	lintian --tag-display-limit 0 "$changes" >"$work/lintian.log" 2>&1
-	sed 's/^/  lintian: /' "$work/lintian.log" | head -n 40
-	if grep -q '^E: ' "$work/lintian.log"; then
-		fail "lintian reports no errors"
+	lintian -I --pedantic --tag-display-limit 0 "$changes" >"$work/lintian.log" 2>&1
+	sed 's/^/  lintian: /' "$work/lintian.log" | head -n 60
+	if grep -qE '^[EW]: ' "$work/lintian.log"; then
+		fail "lintian -I --pedantic reports no error or warning"
 	else
-		pass "lintian reports no errors ($(grep -c '^W: ' "$work/lintian.log") warnings)"
+		pass "lintian -I --pedantic reports no error or warning ($(grep -c '^[IP]: ' "$work/lintian.log") info and pedantic tags)"
 	fi
 else
 	echo "SKIP: lintian is not installed"
@@ -120,7 +131,7 @@ fi
 # --- contents ---------------------------------------------------------------
 root=$work/root
 mkdir -p "$root"
-for p in libexecpack0 libexecpack-dev execpack-tools; do
+for p in $packages; do
 	f=$(deb "$p")
 	[ -n "$f" ] && dpkg-deb -x "$f" "$root"
 	[ -n "$f" ] && dpkg-deb -c "$f" | awk '{ print $6 }' | sed 's|^\./|/|' >"$work/$p.list"
@@ -148,6 +159,7 @@ check "libexecpack0 holds only the library and its docs" \
 check "libexecpack-dev holds /usr/include/execpack.h" in_pkg libexecpack-dev /usr/include/execpack.h
 check "libexecpack-dev holds the pkg-config file" in_pkg libexecpack-dev "/usr/lib/$ma/pkgconfig/execpack.pc"
 check "libexecpack-dev holds libexecpack(7)" in_pkg libexecpack-dev /usr/share/man/man7/libexecpack.7.gz
+check "libexecpack-dev holds the static library" in_pkg libexecpack-dev "/usr/lib/$ma/libexecpack.a"
 
 # every EP_API function has a man page in -dev
 missing=""
@@ -157,6 +169,28 @@ done
 check "libexecpack-dev holds a man page for every header function${missing:+ (missing:$missing)}" test -z "$missing"
 check "execpack-tools holds /usr/bin/execpack-info" in_pkg execpack-tools /usr/bin/execpack-info
 check "execpack-tools holds execpack-info(1)" in_pkg execpack-tools /usr/share/man/man1/execpack-info.1.gz
+check "execpack-tools holds execpack-ebpf-run and its page" \
+	sh -c "grep -qx /usr/bin/execpack-ebpf-run '$work/execpack-tools.list' &&
+	       grep -qx /usr/share/man/man1/execpack-ebpf-run.1.gz '$work/execpack-tools.list'"
+check "no program without the execpack prefix in /usr/bin" \
+	sh -c "! grep '^/usr/bin/.' '$work/execpack-tools.list' | grep -v '^/usr/bin/execpack-'"
+version=$(dpkg-parsechangelog -l "$src/debian/changelog" -SVersion | sed 's/-[^-]*$//')
+ksrc=/usr/src/execpack-$version
+for f in dkms.conf Kbuild execpack.c execpack_uapi.h; do
+	check "execpack-dkms holds $ksrc/$f" in_pkg execpack-dkms "$ksrc/$f"
+done
+check "dkms.conf names the package's version" grep -qx "PACKAGE_VERSION=\"$version\"" "$root$ksrc/dkms.conf"
+check "execpack-dkms holds the udev rule for /dev/execpack" \
+	sh -c "grep -h 'KERNEL==\"execpack\"' '$root'/lib/udev/rules.d/*execpack* '$root'/usr/lib/udev/rules.d/*execpack* 2>/dev/null |
+	       grep 'GROUP=\"execpack\"' | grep -q 'MODE=\"0660\"'"
+check "execpack-dkms loads the module at boot" grep -qx execpack "$root/usr/lib/modules-load.d/execpack.conf"
+dpkg-deb -e "$(deb execpack-dkms)" "$work/dkms-control" 2>/dev/null
+check "execpack-dkms's postinst makes the system group and runs dkms" \
+	sh -c "grep -q 'addgroup --system' '$work/dkms-control/postinst' &&
+	       grep -q 'dkms' '$work/dkms-control/postinst'"
+pydir=$root/usr/lib/python3/dist-packages
+check "python3-execpack holds the package and its py.typed" \
+	test -f "$pydir/execpack/__init__.py" -a -f "$pydir/execpack/py.typed"
 
 # --- the consumer against the unpacked root ----------------------------------
 PKG_CONFIG_PATH=$libdir/pkgconfig
@@ -189,5 +223,122 @@ if [ -x "$root/usr/bin/execpack-info" ]; then
 		sh -c "LD_LIBRARY_PATH='$libdir' '$root/usr/bin/execpack-info' --help >/dev/null"
 	check "packaged execpack-info is linked against the packaged library" \
 		sh -c "LD_LIBRARY_PATH='$libdir' ldd '$root/usr/bin/execpack-info' | grep -q '$libdir/libexecpack.so.0'"
+fi
+
+# --- the static library: what pkg-config --static says is all it needs ------
+export PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+PKG_CONFIG_PATH=$libdir/pkgconfig
+PKG_CONFIG_SYSROOT_DIR=$root
+sflags=$(pkg-config --static --cflags --libs execpack 2>&1)
+unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+# shellcheck disable=SC2086 # flags are words
+if ${CC:-cc} -std=c11 -Wall -Wextra -Werror -static -o "$work/consumer-static" \
+	"$here/tests/pkgconfig-consumer.c" $sflags 2>"$work/cc-static.err"; then
+	pass "consumer links statically with pkg-config --static ($sflags)"
+	check "the static consumer needs no libexecpack.so" \
+		sh -c "! LC_ALL=C readelf -d '$work/consumer-static' 2>/dev/null | grep -q 'libexecpack'"
+	"$work/consumer-static" "$version" >"$work/run-static.out" 2>&1
+	rc=$?
+	case $rc in
+	0) pass "static consumer runs JIT code" ;;
+	77) echo "SKIP: no executable memory here" ;;
+	*) cat "$work/run-static.out"; fail "static consumer runs JIT code (exit $rc)" ;;
+	esac
+else
+	cat "$work/cc-static.err"
+	fail "consumer links statically with pkg-config --static ($sflags)"
+fi
+
+# --- the module from execpack-dkms, built by dkms ----------------------------
+# A scratch dkms tree and source tree: nothing of the machine's dkms state
+# or kernel changes.  sign_file names no signing tool, so dkms neither
+# signs nor makes a key in /var/lib/dkms.
+kver=""
+for f in /boot/vmlinuz-*; do
+	[ -e "$f" ] || continue
+	v=${f#/boot/vmlinuz-}
+	[ -e "/lib/modules/$v/build/Makefile" ] && echo "$v"
+done | sort -V | tail -n 1 >"$work/kver"
+kver=$(cat "$work/kver")
+if ! command -v dkms >/dev/null 2>&1; then
+	echo "SKIP: dkms build: dkms is not installed (build-aux/install-deps.sh all)"
+elif [ -z "$kver" ]; then
+	echo "SKIP: dkms build: no /boot/vmlinuz-* with headers (linux-image-amd64 linux-headers-amd64)"
+else
+	mkdir -p "$work/dkms/tree"
+	if sign_file=/nonexistent dkms build -m execpack -v "$version" -k "$kver" \
+		--dkmstree "$work/dkms/tree" --sourcetree "$root/usr/src" >"$work/dkms.log" 2>&1; then
+		ko=$(find "$work/dkms/tree/execpack/$version/$kver" -name 'execpack.ko*' | head -n 1)
+		check "dkms builds execpack.ko from execpack-dkms for $kver" test -n "$ko"
+	else
+		cat "$work/dkms.log"
+		find "$work/dkms/tree" -name make.log -exec tail -n 30 {} \;
+		fail "dkms builds execpack.ko from execpack-dkms for $kver"
+		ko=""
+	fi
+	if [ -n "$ko" ] && grep -q 'warning:' "$work/dkms/tree/execpack/$version/$kver"/*/log/make.log; then
+		grep 'warning:' "$work/dkms/tree/execpack/$version/$kver"/*/log/make.log
+		fail "the dkms build has no compiler warnings"
+	fi
+	if [ -n "$ko" ] && [ "${EP_DEBIAN_KMOD:-1}" != 0 ]; then
+		# The kmod suite in a kernel under qemu, with this module: the
+		# static test program comes from the package build's tree.
+		if make -C "$src" tests/kmod/check_kmod_static >"$work/kmod-build.log" 2>&1; then
+			KVER=$kver EP_KMOD_MODULE=$ko sh "$src/tests/kmod/check-kmod.sh" "$src" "$src" \
+				tests/kmod/check_kmod_static >"$work/kmod.out" 2>&1
+			rc=$?
+			grep -E '^(PASS|FAIL|SKIP)|check-kmod: ' "$work/kmod.out" | sed 's/^/  /'
+			case $rc in
+			0) pass "kmod suite in qemu with the dkms-built module" ;;
+			77) echo "SKIP: kmod suite with the dkms-built module: $(grep SKIP "$work/kmod.out" | head -n 1)" ;;
+			*) tail -n 40 "$src/tests/kmod/check-kmod.log"; fail "kmod suite in qemu with the dkms-built module" ;;
+			esac
+		else
+			tail -n 20 "$work/kmod-build.log"
+			fail "build tests/kmod/check_kmod_static for the dkms module's run"
+		fi
+	fi
+fi
+
+# --- the Python package ----------------------------------------------------------
+# pip into a fresh venv, offline (--no-index, the system's setuptools); its
+# tests with pytest against the packaged library, then the same tests
+# against python3-execpack's files.
+python=${PYTHON:-python3}
+if ! "$python" -c 'import venv, pytest' >/dev/null 2>&1; then
+	echo "SKIP: python package: python3-venv or python3-pytest is not installed"
+else
+	venv=$work/venv
+	if "$python" -m venv --system-site-packages "$venv" >"$work/venv.log" 2>&1 &&
+		"$venv/bin/pip" install --no-build-isolation --no-index --no-cache-dir \
+			"$src/python" >>"$work/venv.log" 2>&1; then
+		pass "pip install --no-build-isolation --no-index into a fresh venv"
+		where=$(cd "$work" && "$venv/bin/python" -c 'import execpack; print(execpack.__file__)')
+		check "the venv imports its own execpack ($where)" \
+			sh -c "case '$where' in '$venv'/*) true ;; *) false ;; esac"
+		pyver=$(cd "$work" && "$venv/bin/python" -c 'import execpack; print(execpack.__version__)')
+		check "execpack.__version__ is the package's version ($pyver)" test "$pyver" = "$version"
+		# from $work: the source tree is not on the path, the venv's copy is tested
+		if (cd "$work" && EXECPACK_LIBRARY=$libdir/libexecpack.so.0 \
+			EXECPACK_HEADER=$src/include/execpack.h PYTHONDONTWRITEBYTECODE=1 \
+			"$venv/bin/python" -m pytest -q -p no:cacheprovider "$src/python/tests") \
+			>"$work/pytest-venv.log" 2>&1; then
+			pass "pytest in the venv: $(tail -n 1 "$work/pytest-venv.log")"
+		else
+			tail -n 40 "$work/pytest-venv.log"
+			fail "pytest in the venv"
+		fi
+	else
+		cat "$work/venv.log"
+		fail "pip install --no-build-isolation --no-index into a fresh venv"
+	fi
+	if (cd "$work" && PYTHONPATH=$pydir EXECPACK_LIBRARY=$libdir/libexecpack.so.0 \
+		PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest -q -p no:cacheprovider "$src/python/tests") \
+		>"$work/pytest-deb.log" 2>&1; then
+		pass "pytest on python3-execpack: $(tail -n 1 "$work/pytest-deb.log")"
+	else
+		tail -n 40 "$work/pytest-deb.log"
+		fail "pytest on python3-execpack"
+	fi
 fi
 finish

@@ -818,6 +818,47 @@ static Suite *kmod_suite(void)
 	return s;
 }
 
+/*
+ * EXECPACK_KMOD_DENIED: run as a user outside the device's group (the
+ * module makes it 0660 root:root; packaging's udev rule gives it to the
+ * execpack group): open() is refused, and so are the kmod backend's probe
+ * and pool, with -EACCES and a reason, never a crash or another backend.
+ */
+static int check_denied(void)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_KMOD, .path = dev_path };
+	struct ep_pool *pool = NULL;
+	char why[256] = "";
+	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
+	int e = errno;
+
+	if (fd >= 0) {
+		close(fd);
+		printf("FAIL: denied: uid %u opened %s\n", (unsigned)getuid(), dev_path);
+		return EXIT_FAILURE;
+	}
+	if (e != EACCES) {
+		printf("FAIL: denied: open %s: %s, not EACCES\n", dev_path, strerror(e));
+		return EXIT_FAILURE;
+	}
+	int rc = ep_backend_probe(EP_BACKEND_KMOD, &cfg, why, sizeof(why));
+
+	if (rc != -EACCES || !why[0]) {
+		printf("FAIL: denied: ep_backend_probe(kmod) = %d (%s), not -EACCES with a reason\n",
+		       rc, why);
+		return EXIT_FAILURE;
+	}
+	rc = ep_pool_create(&cfg, &pool);
+	if (rc != -EACCES) {
+		printf("FAIL: denied: ep_pool_create(kmod) = %d, not -EACCES\n", rc);
+		if (rc == 0)
+			ep_pool_destroy(pool);
+		return EXIT_FAILURE;
+	}
+	printf("PASS: denied: uid %u: %s\n", (unsigned)getuid(), why);
+	return EXIT_SUCCESS;
+}
+
 int main(void)
 {
 	dev_path = getenv("EXECPACK_DEVICE");
@@ -837,6 +878,11 @@ int main(void)
 			return EXIT_FAILURE;
 		}
 	}
+
+	const char *denied = getenv("EXECPACK_KMOD_DENIED");
+
+	if (denied && *denied == '1')
+		return check_denied();
 
 	int fd = open(dev_path, O_RDWR | O_CLOEXEC);
 

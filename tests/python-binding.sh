@@ -1,6 +1,8 @@
 #!/bin/sh
-# python-binding.sh - runs examples/python/test_execpack.py against the
-# library in the build tree (make check).  SKIP (77) without python3.
+# python-binding.sh - runs the Python package's tests (python/tests/) from
+# the source tree against the library in the build tree (make check), with
+# unittest: pytest is not needed here (tests/check-debian.sh runs them with
+# pytest on the installed package).  SKIP (77) without python3.
 set -u
 srcdir=${top_srcdir:-.}
 builddir=${top_builddir:-.}
@@ -23,8 +25,16 @@ case $lib in /*) ;; *) lib=$(pwd)/$lib ;; esac
 
 EXECPACK_LIBRARY=$lib
 EXECPACK_HEADER=$srcdir/include/execpack.h
+PYTHONPATH=$srcdir/python${PYTHONPATH:+:$PYTHONPATH}
 # the source tree is read-only under make distcheck: no __pycache__
 PYTHONDONTWRITEBYTECODE=1
-export EXECPACK_LIBRARY EXECPACK_HEADER PYTHONDONTWRITEBYTECODE
+export EXECPACK_LIBRARY EXECPACK_HEADER PYTHONPATH PYTHONDONTWRITEBYTECODE
 unset EXECPACK_BACKEND
-exec "$python" -B "$srcdir/examples/python/test_execpack.py"
+rc=0
+for t in test_execpack test_api; do
+	"$python" -B "$srcdir/python/tests/$t.py"
+	r=$?
+	# a failure wins over a skip
+	if [ "$r" -ne 0 ] && [ "$rc" -ne 1 ]; then rc=$r; fi
+done
+exit "$rc"

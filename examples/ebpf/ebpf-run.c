@@ -1,5 +1,5 @@
 /*
- * ebpf-run - run one eBPF program; speaks the bpf_conformance plugin protocol.
+ * execpack-ebpf-run - run one eBPF program; speaks the bpf_conformance plugin protocol.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -14,8 +14,8 @@
 #include "helpers.h"
 
 static const char usage[] =
-"usage: ebpf-run [MEMHEX] [--jit|--interp] [--elf] [--raw] [--section NAME]\n"
-"                [--file FILE | FILE]\n"
+"usage: execpack-ebpf-run [MEMHEX] [--jit|--interp] [--elf] [--raw] [--section NAME]\n"
+"                         [--file FILE | FILE]\n"
 "\n"
 "Runs one eBPF program (RFC 9669) and prints r0 in hex.  This is the plugin\n"
 "protocol of the bpf_conformance test runner.\n"
@@ -52,7 +52,7 @@ static int die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "ebpf-run: ");
+	fprintf(stderr, "execpack-ebpf-run: ");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);

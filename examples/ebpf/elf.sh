@@ -10,7 +10,7 @@ if [ -z "$CLANG" ] || ! command -v "$CLANG" >/dev/null 2>&1; then
 	echo "SKIP: clang not found (configure looks for it; needed to build eBPF objects)"
 	exit 77
 fi
-run="$top_builddir/examples/ebpf/ebpf-run"
+run="$top_builddir/examples/ebpf/execpack-ebpf-run"
 native="$top_builddir/examples/ebpf/ebpf-native"
 progs="$srcdir/examples/ebpf/progs"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ebpf-elf.XXXXXX") || exit 99

@@ -2,7 +2,7 @@
 # run.sh - ebpf-run's command line: the bpf_conformance plugin protocol.
 set -u
 top_builddir=${top_builddir:-.}
-run="$top_builddir/examples/ebpf/ebpf-run"
+run="$top_builddir/examples/ebpf/execpack-ebpf-run"
 fail=0 n=0
 expect() { # program-text want-output want-status args...
 	prog=$1 want=$2 st=$3

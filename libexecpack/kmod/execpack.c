@@ -607,8 +607,13 @@ static struct miscdevice ep_misc = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "execpack",
 	.fops = &ep_fops,
-	/* Any user may JIT; user_limit bounds what each one can pin. */
-	.mode = 0666,
+	/*
+	 * Root only until udev gives the device to a group (the Debian
+	 * package's rule: group execpack, 0660), as /dev/kvm has kvm: who may
+	 * pin kernel pages is the administrator's choice.  user_limit bounds
+	 * what each of them can pin.
+	 */
+	.mode = 0660,
 };
 
 static int __init ep_init(void)

@@ -1,50 +1,6 @@
-"""execpack - run machine code from Python with libexecpack (ctypes only).
+"""execpack._core: the library, its pools and the code loaded into them
+(the user's documentation is the package's, in __init__.py)."""
 
-    import ctypes, execpack
-
-    with execpack.Pool() as pool:
-        add = pool.load(bytes.fromhex("8d0437c3"),          # lea eax,[rdi+rsi]; ret
-                        restype=ctypes.c_int,
-                        argtypes=(ctypes.c_int, ctypes.c_int))
-        assert add(2, 3) == 5
-        pool.free(add)
-
-The library is found through the EXECPACK_LIBRARY environment variable (a
-path or a soname), else ctypes.util.find_library("execpack"), else
-"libexecpack.so.0".  Every failure of a library call raises OSError whose
-errno is the library's error code and whose strerror is ep_strerror()'s
-message; a double free, for example, is OSError(errno.EINVAL, ...).
-
-The code is position-dependent on purpose: pool.load() places it where it
-will run, so relative addresses inside it are fine, but anything that needs
-its final address must use Pool.alloc()/Pool.finalize() instead, which
-expose image.exec before the code is written.
-
-Lifetime.  A JitFunction or Image keeps its Pool alive: the pool is not
-destroyed by garbage collection while anything loaded from it is still
-referenced.  Pool.close() (or leaving the with block) is explicit and
-unmaps the code at once: every JitFunction of that pool then raises
-ValueError when called, as a closed file does on read(), and passing it
-or its Image to any method raises OSError(EINVAL).  The same holds after
-pool.free(f) (by function, Image or address): calling f raises ValueError,
-and a second free, a write or a finalize through f raises OSError(EINVAL)
-without reaching the library, so a stale handle can never touch code that
-later reuses its address.  Giving a pool a function or Image of another
-pool raises OSError(EINVAL) too.  Freeing or closing while another thread
-is still inside a call of that function stays the caller's business, as in
-C.  A raw address (a ctypes function made from image.exec by hand) is not
-tracked.
-
-Integers.  Every integer handed to the library is checked against the C
-type it becomes (size_t, unsigned, int, a pointer) instead of being
-truncated by ctypes: a negative size, offset, limit, flags value or
-address raises ValueError, one too large for its type OverflowError, a
-non-integer TypeError.  Integer arguments of a JitFunction whose argtypes
-are ctypes integer or pointer types are checked the same way and raise
-OverflowError outside the type's range.  An unknown backend name raises
-ValueError; an integer backend that fits an int is left to the library,
-which answers OSError(EINVAL) for one it does not know.
-"""
 
 import ctypes
 import ctypes.util
@@ -52,8 +8,11 @@ import errno
 import operator
 import os
 import weakref
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type, Union
 
-__all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library"]
+__all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
+           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "CHUNK_SIZE", "NAME_MAX",
+           "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP"]
 
 # enum ep_backend
 BACKENDS = {"auto": 0, "memfd": 1, "hugetlb": 2, "kmod": 3}
@@ -65,6 +24,14 @@ F_PERFMAP = 1 << 2
 
 CHUNK_SIZE = 64
 
+# EP_NAME_MAX: the longest name ep_set_name() takes, in bytes
+NAME_MAX = 255
+
+# ep_set_unwind() kinds
+UNWIND_NAME = 0
+UNWIND_DWARF_FP = 1
+UNWIND_DWARF_SP = 2
+
 # The ranges of the C types the binding passes integers as.  ctypes itself
 # would keep only the low bits of a value out of range.
 _SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
@@ -73,7 +40,7 @@ _INT_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_int) - 1)) - 1
 _UINTPTR_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
 
 
-def _unsigned(value, maximum, ctype, what):
+def _unsigned(value: Any, maximum: int, ctype: str, what: str) -> int:
     """value as an int in [0, maximum], else TypeError/ValueError/OverflowError."""
     try:
         v = operator.index(value)
@@ -122,11 +89,11 @@ class _Stats(ctypes.Structure):
     ]
 
 
-def _load_library():
+def _load_library() -> ctypes.CDLL:
     name = os.environ.get("EXECPACK_LIBRARY") or ctypes.util.find_library("execpack")
     lib = ctypes.CDLL(name or "libexecpack.so.0")
     P = ctypes.c_void_p
-    protos = {
+    protos: Dict[str, Tuple[Any, Any]] = {
         "ep_pool_create": (ctypes.c_int, [ctypes.POINTER(_Config), ctypes.POINTER(P)]),
         "ep_pool_destroy": (None, [P]),
         "ep_alloc": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.POINTER(_Image)]),
@@ -137,6 +104,16 @@ def _load_library():
         "ep_pool_backend": (ctypes.c_char_p, [P]),
         "ep_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "ep_version": (ctypes.c_char_p, []),
+        "ep_pool_reasons": (ctypes.c_char_p, [P]),
+        "ep_backend_probe": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(_Config),
+                                            ctypes.c_char_p, ctypes.c_size_t]),
+        "ep_set_name": (ctypes.c_int, [P, P, ctypes.c_char_p]),
+        "ep_set_unwind": (ctypes.c_int, [P, P, ctypes.c_int, ctypes.c_size_t,
+                                         ctypes.c_size_t]),
+        "ep_symbolize": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_size_t,
+                                        ctypes.POINTER(ctypes.c_size_t)]),
+        "ep_backtrace": (ctypes.c_int, [ctypes.c_int]),
+        "ep_fill_x86_int3": (None, [P, ctypes.c_size_t, P]),
     }
     for fname, (restype, argtypes) in protos.items():
         f = getattr(lib, fname)
@@ -145,10 +122,10 @@ def _load_library():
     return lib
 
 
-_lib = None
+_lib: Optional[ctypes.CDLL] = None
 
 
-def library():
+def library() -> ctypes.CDLL:
     """The loaded ctypes.CDLL (loaded on first use)."""
     global _lib
     if _lib is None:
@@ -156,26 +133,28 @@ def library():
     return _lib
 
 
-def strerror(err):
+def strerror(err: int) -> str:
     """ep_strerror(): the library's message for an error code (either sign)."""
     e = operator.index(err)
     if abs(e) > _INT_MAX:
         raise OverflowError("error code does not fit in int: %d" % e)
-    return library().ep_strerror(-abs(e)).decode()
+    msg: bytes = library().ep_strerror(-abs(e))
+    return msg.decode()
 
 
-def version():
+def version() -> str:
     """ep_version(): the version of the library actually loaded."""
-    return library().ep_version().decode()
+    v: bytes = library().ep_version()
+    return v.decode()
 
 
-def _check(rc, what):
+def _check(rc: int, what: str) -> int:
     if rc < 0:
         raise OSError(-rc, "%s: %s" % (what, strerror(rc)))
     return rc
 
 
-def _einval(what):
+def _einval(what: str) -> OSError:
     return OSError(errno.EINVAL, "%s: %s" % (what, strerror(-errno.EINVAL)))
 
 
@@ -185,27 +164,27 @@ class _Allocation:
 
     __slots__ = ("pool", "exec", "dead", "__weakref__")
 
-    def __init__(self, pool, exec_addr):
+    def __init__(self, pool: "Pool", exec_addr: int) -> None:
         self.pool = pool
         self.exec = exec_addr
-        self.dead = None  # "freed" or "closed" once unusable
+        self.dead: Optional[str] = None  # "freed" or "closed" once unusable
 
 
-def _dead_text(alloc):
+def _dead_text(alloc: _Allocation) -> str:
     return "freed" if alloc.dead == "freed" else "unmapped by Pool.close()"
 
 
 class Image:
     """A reservation from Pool.alloc(): exec address, staging buffer, size."""
 
-    _alloc = None  # set by Pool.alloc(); None for an Image made by hand
+    _alloc: Optional[_Allocation] = None  # set by Pool.alloc(); None by hand
 
-    def __init__(self, exec_addr, rw_addr, size):
+    def __init__(self, exec_addr: int, rw_addr: int, size: int) -> None:
         self.exec = exec_addr
         self.rw = rw_addr
         self.size = size
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Image(exec=0x%x, size=%d)" % (self.exec, self.size)
 
 
@@ -215,7 +194,7 @@ _SIGNED_CODES = "bhilq"
 _INTEGER_CODES = "bBhHiIlLqQP"
 
 
-def _arg_range(argtype):
+def _arg_range(argtype: Any) -> Optional[Tuple[int, int]]:
     code = getattr(argtype, "_type_", None)
     if not (isinstance(argtype, type) and issubclass(argtype, ctypes._SimpleCData)
             and isinstance(code, str) and code in _INTEGER_CODES):
@@ -232,7 +211,8 @@ class JitFunction:
     Calling it after pool.free() of it or after pool.close() raises
     ValueError; it keeps its pool alive while it is referenced."""
 
-    def __init__(self, pool, image, restype, argtypes):
+    def __init__(self, pool: "Pool", image: Image, restype: Any,
+                 argtypes: Iterable[Any]) -> None:
         self.pool = pool
         self.address = image.exec
         self.size = image.size
@@ -240,14 +220,14 @@ class JitFunction:
         if alloc is None:
             alloc = pool._track(image.exec)
         self._alloc = alloc
-        argtypes = tuple(argtypes)
-        proto = ctypes.CFUNCTYPE(restype, *argtypes)
-        self._fn = proto(image.exec)
-        self._ranges = tuple((i, r[0], r[1], argtypes[i].__name__)
-                             for i, r in enumerate(map(_arg_range, argtypes))
+        types = tuple(argtypes)
+        proto = ctypes.CFUNCTYPE(restype, *types)
+        self._fn: Callable[..., Any] = proto(image.exec)
+        self._ranges = tuple((i, r[0], r[1], str(types[i].__name__))
+                             for i, r in enumerate(map(_arg_range, types))
                              if r is not None)
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         if self._alloc.dead is not None:
             raise ValueError("call of %r: the code was %s"
                              % (self, _dead_text(self._alloc)))
@@ -259,44 +239,29 @@ class JitFunction:
                                         % (i + 1, name, a))
         return self._fn(*args)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<JitFunction at 0x%x, %d bytes>" % (self.address, self.size)
 
 
 class Pool:
     """A libexecpack pool.  Use it as a context manager, or call close()."""
 
-    def __init__(self, backend="auto", pack_size=0, limit=0, flags=0, path=None):
-        self._handle = None
+    def __init__(self, backend: Union[str, int] = "auto", pack_size: int = 0,
+                 limit: int = 0, flags: int = 0,
+                 path: Optional[Union[str, bytes, "os.PathLike[str]"]] = None) -> None:
+        self._handle: Optional[int] = None
         # exec address -> _Allocation of what this pool handed out and
         # is still referenced: free() and close() mark them dead
-        self._live = weakref.WeakValueDictionary()
-        if isinstance(backend, str):
-            if backend not in BACKENDS:
-                raise ValueError("unknown backend %r (one of %s)"
-                                 % (backend, ", ".join(sorted(BACKENDS))))
-            backend = BACKENDS[backend]
-        else:
-            backend = _unsigned(backend, _INT_MAX, "int", "backend")
-        cfg = _Config()
-        cfg.sz = ctypes.sizeof(_Config)
-        cfg.backend = backend
-        cfg.pack_size = _unsigned(pack_size, _SIZE_MAX, "size_t", "pack_size")
-        cfg.limit = _unsigned(limit, _SIZE_MAX, "size_t", "limit")
-        cfg.flags = _unsigned(flags, _UINT_MAX, "unsigned int", "flags")
-        if path is not None:
-            path = os.fsencode(path)
-            if b"\0" in path:
-                # a C string would end there: another path than asked for
-                raise ValueError("path contains a null byte: %r" % path)
-        cfg.path = path
+        self._live: "weakref.WeakValueDictionary[int, _Allocation]" = \
+            weakref.WeakValueDictionary()
+        cfg = _config(backend, pack_size, limit, flags, path)
         lib = library()
         handle = ctypes.c_void_p()
         _check(lib.ep_pool_create(ctypes.byref(cfg), ctypes.byref(handle)), "ep_pool_create")
         self._handle = handle.value
 
     # -- lifetime ---------------------------------------------------------
-    def close(self):
+    def close(self) -> None:
         """ep_pool_destroy(): unmaps all code of the pool.  Idempotent.
 
         Functions and Images of the pool are dead afterwards: a call raises
@@ -309,33 +274,33 @@ class Pool:
             self._handle = None
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._handle is None
 
-    def __enter__(self):
+    def __enter__(self) -> "Pool":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def _h(self, what):
+    def _h(self, what: str) -> int:
         if self._handle is None:
             raise _einval("%s: the pool is closed" % what)
         return self._handle
 
-    def _track(self, exec_addr):
+    def _track(self, exec_addr: int) -> _Allocation:
         alloc = _Allocation(self, exec_addr)
         self._live[exec_addr] = alloc
         return alloc
 
-    def _target(self, target, what):
+    def _target(self, target: Union["JitFunction", Image, int],
+                what: str) -> Tuple[int, Optional[_Allocation]]:
         """(exec address, its _Allocation or None) of a free/write/finalize
         target; raises for a dead one, one of another pool, a bad address."""
         if isinstance(target, (JitFunction, Image)):
@@ -355,16 +320,17 @@ class Pool:
                         % type(target).__name__)
 
     # -- the C calls --------------------------------------------------------
-    def alloc(self, size):
+    def alloc(self, size: int) -> Image:
         """ep_alloc(): an Image whose .rw is filled before finalize(.exec)."""
         size = _unsigned(size, _SIZE_MAX, "size_t", "size")
         img = _Image()
         _check(library().ep_alloc(self._h("ep_alloc"), size, ctypes.byref(img)), "ep_alloc")
-        image = Image(img.exec, img.rw, img.size)
+        image = Image(int(img.exec or 0), int(img.rw or 0), int(img.size))
         image._alloc = self._track(img.exec)
         return image
 
-    def write(self, target, data, offset=0):
+    def write(self, target: Union["JitFunction", Image, int], data: bytes,
+              offset: int = 0) -> None:
         """ep_write(): copy data to the executable address of target + offset."""
         h = self._h("ep_write")
         addr, _ = self._target(target, "ep_write")
@@ -379,13 +345,13 @@ class Pool:
         buf = ctypes.create_string_buffer(code, len(code))
         _check(library().ep_write(h, addr + offset, buf, len(code)), "ep_write")
 
-    def finalize(self, target):
+    def finalize(self, target: Union["JitFunction", Image, int]) -> None:
         """ep_finalize(): copy the staging buffer into place."""
         h = self._h("ep_finalize")
         addr, _ = self._target(target, "ep_finalize")
         _check(library().ep_finalize(h, addr), "ep_finalize")
 
-    def free(self, target):
+    def free(self, target: Union["JitFunction", Image, int]) -> None:
         """ep_free(): release a JitFunction, Image or exec address.
 
         What was loaded there is dead afterwards: calling it raises
@@ -398,7 +364,8 @@ class Pool:
         if self._live.get(addr) is alloc:
             self._live.pop(addr, None)
 
-    def load(self, machine_code, restype=ctypes.c_int, argtypes=()):
+    def load(self, machine_code: bytes, restype: Any = ctypes.c_int,
+             argtypes: Iterable[Any] = ()) -> JitFunction:
         """Allocate, copy machine_code, finalize: a callable JitFunction."""
         if isinstance(machine_code, int):
             raise TypeError("machine_code must be bytes-like, not int")
@@ -414,15 +381,74 @@ class Pool:
             raise
         return JitFunction(self, img, restype, tuple(argtypes))
 
-    def stats(self):
+    def stats(self) -> Dict[str, int]:
         """ep_pool_stats() as a dict keyed by the struct ep_stats field names."""
         st = _Stats()
         _check(library().ep_pool_stats(self._h("ep_pool_stats"), ctypes.byref(st)),
                "ep_pool_stats")
-        return {name: getattr(st, name) for name, _ in _Stats._fields_}
+        return {name: int(getattr(st, name)) for name, _ in _Stats._fields_}
 
     @property
-    def backend(self):
+    def backend(self) -> str:
         """ep_pool_backend(): "memfd", "hugetlb" or "kmod"."""
-        return library().ep_pool_backend(self._h("ep_pool_backend")).decode()
+        name: bytes = library().ep_pool_backend(self._h("ep_pool_backend"))
+        return name.decode()
+
+    @property
+    def reasons(self) -> str:
+        """ep_pool_reasons(): why AUTO passed over the backends it did not
+        take, "name: reason; name: reason" ("" when it took the first)."""
+        text: Optional[bytes] = library().ep_pool_reasons(self._h("ep_pool_reasons"))
+        return (text or b"").decode(errors="replace")
+
+    def set_name(self, target: Union["JitFunction", Image, int],
+                 name: Union[str, bytes]) -> None:
+        """ep_set_name(): name the allocation for symbolize(), perf and
+        debuggers.  A name longer than NAME_MAX bytes or with a null byte
+        raises ValueError; the library's own errors raise OSError."""
+        h = self._h("ep_set_name")
+        addr, _ = self._target(target, "ep_set_name")
+        raw = name.encode() if isinstance(name, str) else bytes(name)
+        if b"\0" in raw:
+            raise ValueError("name contains a null byte: %r" % raw)
+        if len(raw) > NAME_MAX:
+            raise ValueError("name is %d bytes, more than NAME_MAX (%d)" % (len(raw), NAME_MAX))
+        _check(library().ep_set_name(h, addr, raw), "ep_set_name")
+
+    def set_unwind(self, target: Union["JitFunction", Image, int], kind: int,
+                   prologue: int = 0, frame: int = 0) -> None:
+        """ep_set_unwind(): how libunwind unwinds the allocation (UNWIND_*);
+        OSError(EOPNOTSUPP) for the DWARF kinds without libunwind."""
+        h = self._h("ep_set_unwind")
+        addr, _ = self._target(target, "ep_set_unwind")
+        kind = _unsigned(kind, _INT_MAX, "int", "kind")
+        prologue = _unsigned(prologue, _SIZE_MAX, "size_t", "prologue")
+        frame = _unsigned(frame, _SIZE_MAX, "size_t", "frame")
+        _check(library().ep_set_unwind(h, addr, kind, prologue, frame), "ep_set_unwind")
+
+
+def _config(backend: Union[str, int], pack_size: int, limit: int, flags: int,
+            path: Optional[Union[str, bytes, "os.PathLike[str]"]]) -> _Config:
+    """A struct ep_config from checked Python values (Pool() and probe())."""
+    if isinstance(backend, str):
+        if backend not in BACKENDS:
+            raise ValueError("unknown backend %r (one of %s)"
+                             % (backend, ", ".join(sorted(BACKENDS))))
+        code = BACKENDS[backend]
+    else:
+        code = _unsigned(backend, _INT_MAX, "int", "backend")
+    cfg = _Config()
+    cfg.sz = ctypes.sizeof(_Config)
+    cfg.backend = code
+    cfg.pack_size = _unsigned(pack_size, _SIZE_MAX, "size_t", "pack_size")
+    cfg.limit = _unsigned(limit, _SIZE_MAX, "size_t", "limit")
+    cfg.flags = _unsigned(flags, _UINT_MAX, "unsigned int", "flags")
+    raw = None
+    if path is not None:
+        raw = os.fsencode(path)
+        if b"\0" in raw:
+            # a C string would end there: another path than asked for
+            raise ValueError("path contains a null byte: %r" % raw)
+    cfg.path = raw
+    return cfg
 

@@ -1,8 +1,11 @@
-"""Tests of the ctypes binding (run by tests/python-binding.sh in make check).
+"""Tests of the ctypes binding: pools, loading, lifetimes, integer checks.
 
-Exit status: 0 all passed, 1 a failure, 77 no executable memory here.
-EXECPACK_LIBRARY names the library under test; EXECPACK_HEADER, when set,
-is include/execpack.h, against which the stats keys are checked.
+Run by pytest (python3 -m pytest python/tests), or directly as a script by
+tests/python-binding.sh in make check, with the package on PYTHONPATH.
+Exit status as a script: 0 all passed, 1 a failure, 77 no executable
+memory here.  EXECPACK_LIBRARY names the library under test;
+EXECPACK_HEADER, when set, is include/execpack.h, against which the stats
+keys and the version are checked.
 Cases that once killed the interpreter (a call into freed or unmapped
 code) run in a child interpreter, so that a regression fails its test.
 """
@@ -20,8 +23,7 @@ import textwrap
 import unittest
 import weakref
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import execpack  # noqa: E402
+import execpack
 
 # lea eax, [rdi + rsi]; ret
 ADD = bytes([0x8D, 0x04, 0x37, 0xC3])
@@ -32,7 +34,8 @@ MOV_RAX = bytes([0x48, 0xB8]) + (7).to_bytes(8, "little") + bytes([0xC3])
 # mov rax, rdi; ret
 IDENTITY = bytes([0x48, 0x89, 0xF8, 0xC3])
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# where the execpack under test was imported from: children import the same
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(execpack.__file__)))
 SIZE_LIMIT = 1 << (8 * ctypes.sizeof(ctypes.c_size_t))      # SIZE_MAX + 1
 POINTER_LIMIT = 1 << (8 * ctypes.sizeof(ctypes.c_void_p))   # UINTPTR_MAX + 1
 
@@ -50,7 +53,7 @@ def run_child(test, body):
               "import execpack\n"
               "FORTY_TWO = %r\n"
               "%s\n"
-              "print('child done')\n") % (HERE, FORTY_TWO, textwrap.dedent(body))
+              "print('child done')\n") % (PKG_PARENT, FORTY_TWO, textwrap.dedent(body))
     r = subprocess.run([sys.executable, "-B", "-c", script], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, universal_newlines=True,
                        timeout=120, preexec_fn=_no_core)

@@ -1,0 +1,70 @@
+"""execpack - run machine code from Python with libexecpack (ctypes only).
+
+    import ctypes, execpack
+
+    with execpack.Pool() as pool:
+        add = pool.load(bytes.fromhex("8d0437c3"),          # lea eax,[rdi+rsi]; ret
+                        restype=ctypes.c_int,
+                        argtypes=(ctypes.c_int, ctypes.c_int))
+        assert add(2, 3) == 5
+        pool.free(add)
+
+The library is found through the EXECPACK_LIBRARY environment variable (a
+path or a soname), else ctypes.util.find_library("execpack"), else
+"libexecpack.so.0".  Every failure of a library call raises OSError whose
+errno is the library's error code and whose strerror is ep_strerror()'s
+message; a double free, for example, is OSError(errno.EINVAL, ...).
+
+The code is position-dependent on purpose: pool.load() places it where it
+will run, so relative addresses inside it are fine, but anything that needs
+its final address must use Pool.alloc()/Pool.finalize() instead, which
+expose image.exec before the code is written.
+
+Lifetime.  A JitFunction or Image keeps its Pool alive: the pool is not
+destroyed by garbage collection while anything loaded from it is still
+referenced.  Pool.close() (or leaving the with block) is explicit and
+unmaps the code at once: every JitFunction of that pool then raises
+ValueError when called, as a closed file does on read(), and passing it
+or its Image to any method raises OSError(EINVAL).  The same holds after
+pool.free(f) (by function, Image or address): calling f raises ValueError,
+and a second free, a write or a finalize through f raises OSError(EINVAL)
+without reaching the library, so a stale handle can never touch code that
+later reuses its address.  Giving a pool a function or Image of another
+pool raises OSError(EINVAL) too.  Freeing or closing while another thread
+is still inside a call of that function stays the caller's business, as in
+C.  A raw address (a ctypes function made from image.exec by hand) is not
+tracked.
+
+Integers.  Every integer handed to the library is checked against the C
+type it becomes (size_t, unsigned, int, a pointer) instead of being
+truncated by ctypes: a negative size, offset, limit, flags value or
+address raises ValueError, one too large for its type OverflowError, a
+non-integer TypeError.  Integer arguments of a JitFunction whose argtypes
+are ctypes integer or pointer types are checked the same way and raise
+OverflowError outside the type's range.  An unknown backend name raises
+ValueError; an integer backend that fits an int is left to the library,
+which answers OSError(EINVAL) for one it does not know.
+
+Diagnostics.  pool.set_name(f, "name") names code for symbolize(address)
+(which gives (name, offset) or None), perf and debuggers;
+pool.set_unwind() tells libunwind how to step through it; backtrace(fd)
+writes the calling thread's backtrace; probe("kmod") says whether a backend
+works here and why not; pool.reasons says why AUTO passed over the others.
+ep_config.fill is not offered: a fill must never fail, and Python code can
+(fill_x86_int3() is the library's own fill, for buffers of the caller).
+"""
+
+from ._core import (BACKENDS, CHUNK_SIZE, F_PERFMAP, F_RANDOMIZE, F_SEAL, NAME_MAX,
+                    UNWIND_DWARF_FP, UNWIND_DWARF_SP, UNWIND_NAME, Image, JitFunction,
+                    Pool, library, strerror, version)
+from ._diag import backtrace, fill_x86_int3, probe, symbolize
+
+# The version of this package, which is that of the libexecpack sources it
+# comes from (include/execpack.h; the tests check that they agree).
+# version() is the library's actually loaded.
+__version__ = "0.1.0"
+
+__all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
+           "probe", "symbolize", "backtrace", "fill_x86_int3",
+           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "CHUNK_SIZE", "NAME_MAX",
+           "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP", "__version__"]
