@@ -12,6 +12,8 @@ autoconf-archive clang llvm libclang-rt-14-dev groff-base python3"
 kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod
 binutils liblzma-dev"
 extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev"
+# perf annotate on jitdump files; the eBPF example's --dump-jited
+base="$base linux-perf libcapstone-dev"
 
 case "$set_name" in
 base) want=$base ;;
