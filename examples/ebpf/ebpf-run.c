@@ -215,8 +215,14 @@ int main(int argc, char **argv)
 		rc = ebpf_load(vm, (const struct ebpf_insn *)code, codelen / 8, NULL, &prog, &err);
 	if (rc) {
 		/* a listing of what would not load helps to see why */
-		if (dump && !elf)
+		if (dump && !elf) {
 			ebpf_dump_insns(stdout, vm, (const struct ebpf_insn *)code, codelen / 8, NULL);
+			fflush(stdout); /* before the error, in that order */
+		}
+		ebpf_vm_destroy(vm);
+		ep_pool_destroy(pool);
+		free(mem);
+		free(code);
 		return die("load failed: %s", err.msg[0] ? err.msg : strerror(-rc));
 	}
 	if (dump)
