@@ -42,7 +42,7 @@
 #include "execpack.h"
 #include "jitdump.h"
 
-#define JD_MAGIC 0x4A695444u /* "JiTD" as a little-endian word */
+#define JD_MAGIC 0x4A695444u /* "JiTD"; a reader that sees it byte-swapped swaps */
 #define JD_VERSION 1
 #define JD_CODE_LOAD 0
 #define JD_CODE_CLOSE 3
