@@ -17,6 +17,8 @@ binutils liblzma-dev"
 extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev dkms dh-dkms
 dh-python pybuild-plugin-pyproject python3-all python3-setuptools python3-pytest
 python3-venv mypy"
+# perf annotate on jitdump files; the eBPF example's --dump-jited
+base="$base linux-perf libcapstone-dev"
 
 case "$set_name" in
 base) want=$base ;;

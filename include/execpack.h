@@ -62,7 +62,8 @@ EP_API void ep_fill_x86_int3(void *dst, size_t len, void *ctx);
 #define EP_F_RANDOMIZE (1u << 0) /* random 16-byte-aligned offset in slack */
 #define EP_F_SEAL      (1u << 1) /* mseal() executable views (kept until exit) */
 #define EP_F_PERFMAP   (1u << 2) /* write /tmp/perf-<pid>.map for named code */
-#define EP_F_ALL       (EP_F_RANDOMIZE | EP_F_SEAL | EP_F_PERFMAP)
+#define EP_F_JITDUMP   (1u << 3) /* write perf's jitdump, jit-<pid>.dump, for named code */
+#define EP_F_ALL       (EP_F_RANDOMIZE | EP_F_SEAL | EP_F_PERFMAP | EP_F_JITDUMP)
 
 struct ep_config {
 	size_t sz;              /* sizeof(struct ep_config), for ABI growth */
@@ -149,7 +150,8 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
  * Name the live allocation that starts at exec (its image.exec).  The name
  * is copied; naming again renames.  Named code is found by ep_symbolize(),
  * registered with libunwind (when built with it) once finalized, and listed
- * in /tmp/perf-<pid>.map with EP_F_PERFMAP or EXECPACK_PERFMAP=1.
+ * in /tmp/perf-<pid>.map with EP_F_PERFMAP or EXECPACK_PERFMAP=1, and with
+ * its code bytes in perf's jitdump with EP_F_JITDUMP or EXECPACK_JITDUMP=1.
  */
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
 

@@ -5,7 +5,7 @@
  *     without locks or allocation (usable from a signal handler);
  *   - libunwind registration of finalized named code (libunwind's dynamic
  *     "procedure info" for names, or generated DWARF CFI for stepping);
- *   - perf's /tmp/perf-<pid>.map;
+ *   - perf's /tmp/perf-<pid>.map (and, through jitdump.c, perf's jitdump);
  *   - Valgrind memcheck client requests: every allocation is a chunk of a
  *     memcheck mempool anchored at its pool, so that JIT code the program
  *     loses is reported as "definitely lost";
@@ -68,6 +68,7 @@
 #include "diag.h"
 #include "execpack.h"
 #include "internal.h"
+#include "jitdump.h"
 
 /* ---- the symbol table ------------------------------------------------------ */
 
@@ -707,6 +708,8 @@ void ep__diag_finalize_slow(struct ep__sub *pool, struct ep__diag **d, void *exe
 	gdb_register(r, exec, size);
 	if (r->name && perfmap_wanted(pool_flags))
 		perfmap_append(exec, size, r->name);
+	if (r->name && ep__jitdump_wanted(pool_flags))
+		ep__jitdump_load(exec, size, r->name);
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -807,6 +810,8 @@ int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec, siz
 	gdb_register(r, exec, size);
 	if (finalized && perfmap_wanted(pool_flags))
 		perfmap_append(exec, size, copy);
+	if (finalized && ep__jitdump_wanted(pool_flags))
+		ep__jitdump_load(exec, size, copy);
 	pthread_mutex_unlock(&g_lock);
 	return 0;
 }
@@ -873,6 +878,12 @@ void ep__diag_on_exit(void (*fn)(void))
 
 __attribute__((destructor)) static void diag_at_exit(void)
 {
+	/* the jitdump's closing record is optional: never wait for it (exit()
+	 * may come from a signal handler that interrupted a lock holder) */
+	if (pthread_mutex_trylock(&g_lock) == 0) {
+		ep__jitdump_close();
+		pthread_mutex_unlock(&g_lock);
+	}
 	if (!RUNNING_ON_VALGRIND)
 		return;
 	void (*hide)(void) = __atomic_load_n(&g_on_exit, __ATOMIC_ACQUIRE);

@@ -1,67 +1,279 @@
 /*
  * execpack-info - which libexecpack backends work on this machine, which one
- * EP_BACKEND_AUTO picks, and why each other one was not picked.
+ * EP_BACKEND_AUTO picks, and why each other one was not picked; as text for
+ * people or, with --json, as one JSON object for scripts.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "execpack.h"
 
-static void sysctl_line(const char *label, const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char buf[64] = "n/a";
+/* What is printed, gathered first so that both formats say the same. */
+struct backend_info {
+	const char *name;
+	int rc; /* 0: works, else -errno */
+	char why[512];
+};
 
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			snprintf(buf, sizeof(buf), "n/a");
-		fclose(f);
-		buf[strcspn(buf, "\n")] = 0;
+struct sysctl_info {
+	const char *label, *key, *path; /* key: its name in --json */
+	char value[64]; /* "" when unreadable */
+};
+
+struct info {
+	struct backend_info backends[3];
+	int auto_rc;
+	char auto_why[512];
+	char passed_over[1024];
+	const char *env; /* EXECPACK_BACKEND, NULL when unset or empty */
+	struct sysctl_info sys[4];
+};
+
+static void sysctl_read(struct sysctl_info *s)
+{
+	FILE *f = fopen(s->path, "re");
+
+	s->value[0] = 0;
+	if (!f)
+		return;
+	if (!fgets(s->value, sizeof(s->value), f))
+		s->value[0] = 0;
+	fclose(f);
+	s->value[strcspn(s->value, "\n")] = 0;
+}
+
+static void gather(struct info *in, const struct ep_config *cfg)
+{
+	static const struct {
+		enum ep_backend b;
+		const char *name;
+	} order[] = {
+		{ EP_BACKEND_HUGETLB, "hugetlb" },
+		{ EP_BACKEND_MEMFD, "memfd" },
+		{ EP_BACKEND_KMOD, "kmod" },
+	};
+	static const char *const sys[][3] = {
+		{ "vm.nr_hugepages", "vm.nr_hugepages", "/proc/sys/vm/nr_hugepages" },
+		{ "free 2 MiB huge pages", "free_hugepages_2048kB",
+		  "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages" },
+		{ "vm.memfd_noexec", "vm.memfd_noexec", "/proc/sys/vm/memfd_noexec" },
+		{ "vm.max_map_count", "vm.max_map_count", "/proc/sys/vm/max_map_count" },
+	};
+	const char *env = getenv("EXECPACK_BACKEND");
+
+	memset(in, 0, sizeof(*in));
+	in->env = env && *env ? env : NULL;
+	in->auto_rc = ep_backend_probe(EP_BACKEND_AUTO, cfg, in->auto_why, sizeof(in->auto_why));
+	for (size_t i = 0; i < 3; i++) {
+		struct backend_info *b = &in->backends[i];
+
+		b->name = order[i].name;
+		b->rc = ep_backend_probe(order[i].b, cfg, b->why, sizeof(b->why));
+		if (b->rc && !b->why[0])
+			snprintf(b->why, sizeof(b->why), "%s", ep_strerror(b->rc));
 	}
-	printf("  %-28s %s\n", label, buf);
+	if (in->auto_rc == 0) {
+		struct ep_pool *pool;
+
+		if (ep_pool_create(cfg, &pool) == 0) {
+			const char *r = ep_pool_reasons(pool);
+
+			snprintf(in->passed_over, sizeof(in->passed_over), "%s", r ? r : "");
+			ep_pool_destroy(pool);
+		}
+	}
+	for (size_t i = 0; i < 4; i++) {
+		in->sys[i].label = sys[i][0];
+		in->sys[i].key = sys[i][1];
+		in->sys[i].path = sys[i][2];
+		sysctl_read(&in->sys[i]);
+	}
+}
+
+static void print_text(const struct info *in)
+{
+	printf("libexecpack %s\n\nbackends (in AUTO's order):\n", ep_version());
+	for (size_t i = 0; i < 3; i++) {
+		const struct backend_info *b = &in->backends[i];
+
+		if (b->rc == 0)
+			printf("  %-8s works\n", b->name);
+		else
+			printf("  %-8s unavailable: %s [%s]\n", b->name, b->why, ep_strerror(b->rc));
+	}
+	printf("\nAUTO picks: ");
+	if (in->auto_rc == 0) {
+		printf("%s%s\n", in->auto_why, in->env ? " (EXECPACK_BACKEND is set)" : "");
+		if (in->passed_over[0])
+			printf("passed over: %s\n", in->passed_over);
+	} else {
+		printf("nothing works: %s\n", in->auto_why[0] ? in->auto_why : ep_strerror(in->auto_rc));
+	}
+	printf("\nsystem:\n");
+	for (size_t i = 0; i < 4; i++)
+		printf("  %-28s %s\n", in->sys[i].label, in->sys[i].value[0] ? in->sys[i].value : "n/a");
+	printf("  %-28s %s\n", "EXECPACK_BACKEND", in->env ? in->env : "(unset)");
+}
+
+/* Length of the valid UTF-8 sequence at s (1 to 4), or 0. */
+static size_t utf8_len(const unsigned char *s)
+{
+	size_t n;
+	unsigned c = s[0], min;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, min = 0x80;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, min = 0x800;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, min = 0x10000;
+	else
+		return 0;
+	unsigned cp = c & (0x7f >> n);
+
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* s as a JSON string; NULL as null.  Bytes that are not UTF-8 (a --path
+ * or EXECPACK_BACKEND may hold any) become U+FFFD, so the output always
+ * parses. */
+static void json_str(const char *s)
+{
+	if (!s) {
+		fputs("null", stdout);
+		return;
+	}
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		size_t n = utf8_len(p);
+
+		if (n == 0) {
+			fputs("\\ufffd", stdout);
+			p++;
+		} else if (*p == '"' || *p == '\\') {
+			printf("\\%c", *p++);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			printf("\\u%04x", *p++);
+		} else {
+			fwrite(p, 1, n, stdout);
+			p += n;
+		}
+	}
+	putchar('"');
+}
+
+/* A sysctl as a number when it is one, else a string, or null. */
+static void json_value(const char *v)
+{
+	char *end;
+
+	if (!v[0]) {
+		fputs("null", stdout);
+		return;
+	}
+	errno = 0;
+	long long n = strtoll(v, &end, 10);
+
+	if (!*end && !errno && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')))
+		printf("%lld", n);
+	else
+		json_str(v);
+}
+
+static void print_json(const struct info *in)
+{
+	fputs("{\n  \"version\": ", stdout);
+	json_str(ep_version());
+	fputs(",\n  \"backends\": [", stdout);
+	for (size_t i = 0; i < 3; i++) {
+		const struct backend_info *b = &in->backends[i];
+
+		fputs(i ? ",\n    { \"name\": " : "\n    { \"name\": ", stdout);
+		json_str(b->name);
+		printf(", \"works\": %s", b->rc == 0 ? "true" : "false");
+		if (b->rc) {
+			fputs(", \"reason\": ", stdout);
+			json_str(b->why);
+			printf(", \"errno\": %d, \"error\": ", -b->rc);
+			json_str(ep_strerror(b->rc));
+		}
+		fputs(" }", stdout);
+	}
+	fputs("\n  ],\n  \"auto\": { \"backend\": ", stdout);
+	json_str(in->auto_rc == 0 ? in->auto_why : NULL);
+	if (in->auto_rc == 0) {
+		fputs(", \"passed_over\": ", stdout);
+		json_str(in->passed_over);
+	} else {
+		fputs(", \"reason\": ", stdout);
+		json_str(in->auto_why[0] ? in->auto_why : ep_strerror(in->auto_rc));
+		printf(", \"errno\": %d", -in->auto_rc);
+	}
+	fputs(" },\n  \"system\": {", stdout);
+	for (size_t i = 0; i < 4; i++) {
+		fputs(i ? ",\n    " : "\n    ", stdout);
+		json_str(in->sys[i].key);
+		fputs(": ", stdout);
+		json_value(in->sys[i].value);
+	}
+	fputs("\n  },\n  \"environment\": { \"EXECPACK_BACKEND\": ", stdout);
+	json_str(in->env);
+	fputs(" }\n}\n", stdout);
 }
 
 static int usage(FILE *out, int rc)
 {
 	fprintf(out,
-		"usage: execpack-info [--quiet] [--path PATH]\n"
+		"usage: execpack-info [--quiet | --json] [--path PATH]\n"
+		"       execpack-info --version\n"
 		"Prints which libexecpack backends work here and which one AUTO picks.\n"
 		"  --path PATH  hugetlbfs mount or kmod device node to probe with\n"
 		"  --quiet      print only the backend AUTO picks\n"
+		"  --json       print the same as one JSON object\n"
+		"  --version    print the library's version\n"
 		"Exit status: 0 when AUTO finds a backend, 1 when none works.\n");
 	return rc;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		enum ep_backend b;
-		const char *name;
-	} backends[] = {
-		{ EP_BACKEND_HUGETLB, "hugetlb" },
-		{ EP_BACKEND_MEMFD, "memfd" },
-		{ EP_BACKEND_KMOD, "kmod" },
-	};
 	struct ep_config cfg = { .sz = sizeof(cfg) };
-	int quiet = 0;
-	char why[512];
+	bool quiet = false, json = false;
+	struct info in;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q"))
-			quiet = 1;
+			quiet = true;
+		else if (!strcmp(argv[i], "--json"))
+			json = true;
 		else if (!strcmp(argv[i], "--path") && i + 1 < argc)
 			cfg.path = argv[++i];
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
 			return usage(stdout, 0);
-		else
+		else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+			printf("execpack-info (libexecpack) %s\n", ep_version());
+			return 0;
+		} else
 			return usage(stderr, 2);
 	}
-
-	int rc = ep_backend_probe(EP_BACKEND_AUTO, &cfg, why, sizeof(why));
-
+	if (quiet && json)
+		return usage(stderr, 2);
 	if (quiet) {
+		char why[512];
+		int rc = ep_backend_probe(EP_BACKEND_AUTO, &cfg, why, sizeof(why));
+
 		if (rc) {
 			fprintf(stderr, "execpack-info: no backend works: %s\n", ep_strerror(rc));
 			return 1;
@@ -69,39 +281,10 @@ int main(int argc, char **argv)
 		printf("%s\n", why);
 		return 0;
 	}
-	const char *env = getenv("EXECPACK_BACKEND");
-
-	printf("libexecpack %s\n\nbackends (in AUTO's order):\n", ep_version());
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-		char r[512];
-		int brc = ep_backend_probe(backends[i].b, &cfg, r, sizeof(r));
-
-		if (brc == 0)
-			printf("  %-8s works\n", backends[i].name);
-		else
-			printf("  %-8s unavailable: %s [%s]\n", backends[i].name,
-			       r[0] ? r : ep_strerror(brc), ep_strerror(brc));
-	}
-	printf("\nAUTO picks: ");
-	if (rc == 0) {
-		printf("%s%s\n", why, env && *env ? " (EXECPACK_BACKEND is set)" : "");
-		struct ep_pool *pool;
-
-		if (ep_pool_create(&cfg, &pool) == 0) {
-			const char *reasons = ep_pool_reasons(pool);
-
-			if (reasons && *reasons)
-				printf("passed over: %s\n", reasons);
-			ep_pool_destroy(pool);
-		}
-	} else {
-		printf("nothing works: %s\n", why[0] ? why : ep_strerror(rc));
-	}
-	printf("\nsystem:\n");
-	sysctl_line("vm.nr_hugepages", "/proc/sys/vm/nr_hugepages");
-	sysctl_line("free 2 MiB huge pages", "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-	sysctl_line("vm.memfd_noexec", "/proc/sys/vm/memfd_noexec");
-	sysctl_line("vm.max_map_count", "/proc/sys/vm/max_map_count");
-	printf("  %-28s %s\n", "EXECPACK_BACKEND", env && *env ? env : "(unset)");
-	return rc ? 1 : 0;
+	gather(&in, &cfg);
+	if (json)
+		print_json(&in);
+	else
+		print_text(&in);
+	return in.auto_rc ? 1 : 0;
 }

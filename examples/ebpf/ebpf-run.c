@@ -9,13 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disasm.h"
 #include "ebpf.h"
 #include "execpack.h"
 #include "helpers.h"
 
 static const char usage[] =
 "usage: execpack-ebpf-run [MEMHEX] [--jit|--interp] [--elf] [--raw] [--section NAME]\n"
-"                         [--file FILE | FILE]\n"
+"                         [--dump] [--dump-jited] [--file FILE | FILE]\n"
 "\n"
 "Runs one eBPF program (RFC 9669) and prints r0 in hex.  This is the plugin\n"
 "protocol of the bpf_conformance test runner.\n"
@@ -35,6 +36,13 @@ static const char usage[] =
 "  --section NAME  with --elf: code section or function name (default .text).\n"
 "  --jit           compile to x86-64 with libexecpack and run (default).\n"
 "  --interp        run in the reference interpreter.\n"
+"  --dump          list the bytecode (after loading: ELF relocations\n"
+"                  applied) instead of running it.  A program that does\n"
+"                  not load is listed as given, then the error is shown.\n"
+"  --dump-jited    list the x86-64 code the JIT makes, disassembled by\n"
+"                  Capstone, instead of running it.  Builds without\n"
+"                  Capstone (libcapstone-dev at configure time) say so and\n"
+"                  fail.  With --dump, both listings.\n"
 "  --help          this text.\n"
 "\n"
 "r10 is the frame pointer of a 512-byte stack (one per local call frame).\n"
@@ -91,7 +99,8 @@ static char *slurp(FILE *f, size_t *len)
 int main(int argc, char **argv)
 {
 	const char *memhex = NULL, *file = NULL, *section = NULL;
-	bool jit = true, elf = false, raw = false;
+	bool jit = true, elf = false, raw = false, interp_asked = false;
+	bool dump = false, dump_jited = false;
 	int npos = 0;
 
 	for (int i = 1; i < argc; i++) {
@@ -104,6 +113,11 @@ int main(int argc, char **argv)
 			jit = true;
 		} else if (!strcmp(a, "--interp")) {
 			jit = false;
+			interp_asked = true;
+		} else if (!strcmp(a, "--dump")) {
+			dump = true;
+		} else if (!strcmp(a, "--dump-jited")) {
+			dump_jited = true;
 		} else if (!strcmp(a, "--elf")) {
 			elf = true;
 		} else if (!strcmp(a, "--raw")) {
@@ -124,6 +138,16 @@ int main(int argc, char **argv)
 			return die("unexpected argument %s", a);
 		}
 	}
+	if (dump_jited && interp_asked)
+		return die("%s", "--dump-jited lists JIT output: not with --interp");
+	if (dump_jited && !ebpf_can_dump_jited())
+		return die("%s", "--dump-jited needs the Capstone disassembler, and this execpack-ebpf-run "
+			   "was built without it (install libcapstone-dev, then run configure "
+			   "and make again)");
+	if (dump_jited)
+		jit = true;
+	else if (dump)
+		jit = false; /* a bytecode listing needs no executable memory */
 
 	uint8_t *mem = NULL, *code = NULL;
 	size_t memlen = 0, codelen = 0, textlen;
@@ -189,10 +213,37 @@ int main(int argc, char **argv)
 		rc = ebpf_load_elf(vm, code, codelen, section, NULL, &prog, &err);
 	else
 		rc = ebpf_load(vm, (const struct ebpf_insn *)code, codelen / 8, NULL, &prog, &err);
-	if (rc)
+	if (rc) {
+		/* a listing of what would not load helps to see why */
+		if (dump && !elf) {
+			ebpf_dump_insns(stdout, vm, (const struct ebpf_insn *)code, codelen / 8, NULL);
+			fflush(stdout); /* before the error, in that order */
+		}
+		ebpf_vm_destroy(vm);
+		ep_pool_destroy(pool);
+		free(mem);
+		free(code);
 		return die("load failed: %s", err.msg[0] ? err.msg : strerror(-rc));
+	}
+	if (dump)
+		ebpf_dump_prog(stdout, prog);
 	if (jit && (rc = ebpf_jit(prog, &err)))
 		return die("JIT failed: %s", err.msg[0] ? err.msg : strerror(-rc));
+	if (dump_jited) {
+		if (dump)
+			putchar('\n');
+		rc = ebpf_dump_jited(stdout, prog);
+		if (rc)
+			return die("cannot disassemble the JIT output: %s", strerror(-rc));
+	}
+	if (dump || dump_jited) {
+		ebpf_unload(prog);
+		ebpf_vm_destroy(vm);
+		ep_pool_destroy(pool);
+		free(mem);
+		free(code);
+		return 0;
+	}
 
 	uint64_t r0;
 

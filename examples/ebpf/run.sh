@@ -49,7 +49,7 @@ expect "" 2b 0 "" "$tmp"
 n=$((n + 1))
 "$run" --help | grep -q "bpf_conformance" || { echo "FAIL: --help"; fail=1; }
 
-# An ELF object is recognised by its magic, without --elf (ebpf-run(1)):
+# An ELF object is recognised by its magic, without --elf (execpack-ebpf-run(1)):
 # it was parsed as bytecode.  A minimal one, written byte by byte so that
 # no compiler is needed: .text = `r0 = 0x2c; exit`, and .shstrtab.
 z() { i=0; while [ "$i" -lt "$1" ]; do printf '00 '; i=$((i + 1)); done; }
@@ -73,6 +73,43 @@ for m in --jit --interp; do
 done
 expect "" "no code section or function named 'nosuch'" 1 --section nosuch --file "$tmp"
 expect "$p" "needs an ELF object" 1 --section .text
+
+# --dump lists the bytecode instead of running it (execpack-ebpf-run(1)); a program
+# that does not load is listed as given, then the error follows.
+p="b7 00 00 00 07 00 00 00 07 00 00 00 03 00 00 00 95 00 00 00 00 00 00 00"
+expect "$p" "<bpf_prog_0>: 3 instructions
+    0: b7 00 00 00 07 00 00 00  r0 = 7
+    1: 07 00 00 00 03 00 00 00  r0 += 3
+    2: 95 00 00 00 00 00 00 00  exit" 0 --dump
+expect "b7 00 00 00 07 00 00 00" "0: b7 00 00 00 07 00 00 00  r0 = 7" 1 --dump
+expect "b7 00 00 00 07 00 00 00" "does not end with exit" 1 --dump
+expect "" "<.text>: 2 instructions
+    0: b7 00 00 00 2c 00 00 00  r0 = 44
+    1: 95 00 00 00 00 00 00 00  exit" 0 --dump --file "$tmp"
+# --dump-jited: the x86-64 code through Capstone, where the build has it
+# (EBPF_HAVE_CAPSTONE from configure); else a clear error and status 1.
+expect "$p" "not with --interp" 1 --dump-jited --interp
+if [ "${EBPF_HAVE_CAPSTONE:-no}" = yes ]; then
+	n=$((n + 1))
+	got=$(printf '%s\n' "$p" | "$run" --dump-jited 2>&1)
+	rc=$?
+	if [ "$rc" -ne 0 ] || ! printf '%s\n' "$got" | head -n 1 | grep -Eq '^<bpf_prog_0>: [0-9]+ bytes at 0x[0-9a-f]+$' ||
+	   ! printf '%s\n' "$got" | grep -Eq '^ +[0-9a-f]+:  (c3 +)ret$' ||
+	   ! printf '%s\n' "$got" | grep -Eq '^ +[0-9a-f]+:  b8 07 00 00 00 +mov eax, 7$'; then
+		echo "FAIL: ebpf-run --dump-jited: status $rc, output:"
+		printf '%s\n' "$got"
+		fail=1
+	fi
+	n=$((n + 1))
+	got=$(printf '%s\n' "$p" | "$run" --dump --dump-jited 2>&1)
+	if ! printf '%s\n' "$got" | grep -q '  r0 += 3$' || ! printf '%s\n' "$got" | grep -q ' ret$'; then
+		echo "FAIL: ebpf-run --dump --dump-jited does not give both listings: $got"
+		fail=1
+	fi
+else
+	expect "$p" "needs the Capstone disassembler, and this execpack-ebpf-run was built without it" 1 \
+		--dump-jited
+fi
 
 # The other tools: usage on --help (status 0) or a bad argument (status 2),
 # promptly.  ebpf-bench read both as 0 iterations (2^64 rounds), ebpf-demo

@@ -1,0 +1,376 @@
+/*
+ * check_jitdump.c - perf's jitdump file (libexecpack/jitdump.c): the file
+ * a pool with EP_F_JITDUMP writes is parsed here as perf parses it, and its
+ * header, records, names and code bytes checked against the allocations;
+ * the executable, read-only mapping perf finds it by; EXECPACK_JITDUMP=1;
+ * the closing record at exit; a child after fork() writing its own file.
+ *
+ * Each test runs in a process of its own (CK_FORK, or a forked child), so
+ * that every one starts a fresh jit-<pid>.dump.  The files go to a scratch
+ * directory (EXECPACK_JITDUMP_DIR).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <elf.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "execpack.h"
+#include "testutil.h"
+
+/* The format, from tools/perf/Documentation/jitdump-specification.txt. */
+struct hdr {
+	uint32_t magic, version, total_size, elf_mach, pad1, pid;
+	uint64_t timestamp, flags;
+};
+struct load {
+	uint32_t id, total_size;
+	uint64_t timestamp;
+	uint32_t pid, tid;
+	uint64_t vma, code_addr, code_size, code_index;
+};
+
+struct rec {
+	uint32_t id;
+	uint64_t timestamp;
+	struct load load;
+	char name[EP_NAME_MAX + 1];
+	unsigned char *code;
+};
+
+struct dump {
+	struct hdr h;
+	struct rec r[16];
+	int n;
+};
+
+static char g_dir[64];
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void dump_path(char *buf, size_t len, long pid)
+{
+	snprintf(buf, len, "%s/jit-%ld.dump", g_dir, pid);
+}
+
+/* Parse jit-<pid>.dump strictly: every record whole, sizes adding up. */
+static void dump_read(long pid, struct dump *d)
+{
+	char path[128];
+
+	dump_path(path, sizeof(path), pid);
+	FILE *f = fopen(path, "rb");
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	memset(d, 0, sizeof(*d));
+	ck_assert_int_eq(fread(&d->h, sizeof(d->h), 1, f), 1);
+	ck_assert_uint_eq(d->h.total_size, sizeof(d->h));
+	for (;;) {
+		uint32_t pre[2];
+		uint64_t ts;
+
+		if (fread(pre, sizeof(pre), 1, f) != 1)
+			break;
+		ck_assert_int_eq(fread(&ts, sizeof(ts), 1, f), 1);
+		ck_assert_int_lt(d->n, 16);
+		struct rec *r = &d->r[d->n++];
+
+		r->id = pre[0];
+		r->timestamp = ts;
+		ck_assert_uint_ge(pre[1], 16);
+		if (r->id != 0) {
+			ck_assert_int_eq(fseek(f, (long)pre[1] - 16, SEEK_CUR), 0);
+			continue;
+		}
+		r->load.id = pre[0];
+		r->load.total_size = pre[1];
+		r->load.timestamp = ts;
+		ck_assert_int_eq(fread(&r->load.pid, sizeof(r->load) - 16, 1, f), 1);
+		size_t rest = pre[1] - sizeof(r->load), nl = 0;
+		int c;
+
+		while ((c = fgetc(f)) > 0 && nl < EP_NAME_MAX)
+			r->name[nl++] = (char)c;
+		ck_assert_int_eq(c, 0); /* the name ends in a NUL */
+		ck_assert_uint_eq(rest, nl + 1 + r->load.code_size);
+		r->code = malloc(r->load.code_size);
+		ck_assert_ptr_nonnull(r->code);
+		ck_assert_int_eq(fread(r->code, r->load.code_size, 1, f), 1);
+	}
+	ck_assert(feof(f)); /* nothing torn at the end */
+	fclose(f);
+}
+
+static void dump_free(struct dump *d)
+{
+	for (int i = 0; i < d->n; i++)
+		free(d->r[i].code);
+}
+
+static void check_load(const struct rec *r, const void *exec, size_t size, const char *name,
+		       uint64_t index)
+{
+	ck_assert_uint_eq(r->id, 0); /* JIT_CODE_LOAD */
+	ck_assert_str_eq(r->name, name);
+	ck_assert_uint_eq(r->load.vma, (uintptr_t)exec);
+	ck_assert_uint_eq(r->load.code_addr, (uintptr_t)exec);
+	ck_assert_uint_eq(r->load.code_size, size);
+	ck_assert_uint_eq(r->load.code_index, index);
+	ck_assert_uint_eq(r->load.pid, (uint32_t)getpid());
+	ck_assert_uint_ne(r->load.tid, 0);
+	ck_assert_msg(!memcmp(r->code, exec, size), "code bytes of %s differ", name);
+}
+
+static struct ep_pool *make_pool(unsigned flags)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD, .flags = flags };
+	struct ep_pool *p = NULL;
+	int rc = ep_pool_create(&cfg, &p);
+
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	return p;
+}
+
+/* A finalized allocation of size bytes returning imm. */
+static void *jit_sized(struct ep_pool *p, size_t size, uint32_t imm, struct ep_image *img)
+{
+	ck_assert_int_eq(ep_alloc(p, size, img), 0);
+	tu_emit_sized(img->rw, size, imm);
+	return img->exec;
+}
+
+/* Whether /proc/self/maps maps path readable and executable, not writable. */
+static int mapped_rx(const char *path)
+{
+	char line[4096], perms[8], file[PATH_MAX];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		file[0] = 0;
+		if (sscanf(line, "%*x-%*x %7s %*x %*x:%*x %*u %4095s", perms, file) == 2 &&
+		    !strcmp(file, path) && perms[0] == 'r' && perms[1] == '-' && perms[2] == 'x')
+			found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
+START_TEST(test_header_and_loads)
+{
+	uint64_t t0 = mono_ns();
+	struct ep_pool *p = make_pool(EP_F_JITDUMP);
+	struct ep_image a, b, c;
+	char path[128];
+
+	/* named before finalize: written at finalize */
+	jit_sized(p, 100, 1, &a);
+	ck_assert_int_eq(ep_set_name(p, a.exec, "jd_first"), 0);
+	ck_assert_int_eq(ep_finalize(p, a.exec), 0);
+	/* named after finalize: written at once, with the bytes now there */
+	jit_sized(p, 4000, 2, &b);
+	ck_assert_int_eq(ep_finalize(p, b.exec), 0);
+	ck_assert_int_eq(ep_set_name(p, b.exec, "jd_second"), 0);
+	/* unnamed code is not written */
+	jit_sized(p, 64, 3, &c);
+	ck_assert_int_eq(ep_finalize(p, c.exec), 0);
+	/* renaming writes a new load; perf keeps the newest */
+	ck_assert_int_eq(ep_set_name(p, a.exec, "jd_renamed"), 0);
+	ck_assert_int_eq(((tu_fn)a.exec)(), 1);
+	uint64_t t1 = mono_ns();
+
+	dump_path(path, sizeof(path), (long)getpid());
+	ck_assert_msg(mapped_rx(path), "%s is not mapped r-x", path);
+
+	struct dump d;
+
+	dump_read((long)getpid(), &d);
+	ck_assert_uint_eq(d.h.magic, 0x4A695444u);
+	ck_assert_uint_eq(d.h.version, 1);
+	ck_assert_uint_eq(d.h.elf_mach, EM_X86_64);
+	ck_assert_uint_eq(d.h.pid, (uint32_t)getpid());
+	ck_assert_uint_eq(d.h.flags, 0); /* CLOCK_MONOTONIC, not the TSC */
+	ck_assert_uint_ge(d.h.timestamp, t0);
+	ck_assert_uint_le(d.h.timestamp, t1);
+	ck_assert_int_eq(d.n, 3);
+	check_load(&d.r[0], a.exec, a.size, "jd_first", 0);
+	check_load(&d.r[1], b.exec, b.size, "jd_second", 1);
+	check_load(&d.r[2], a.exec, a.size, "jd_renamed", 2);
+	uint64_t prev = d.h.timestamp;
+
+	for (int i = 0; i < d.n; i++) {
+		ck_assert_uint_ge(d.r[i].timestamp, prev);
+		prev = d.r[i].timestamp;
+	}
+	ck_assert_uint_le(prev, t1);
+	/* the trap fill past the code is part of the allocation, as perf sees */
+	ck_assert_uint_eq(d.r[1].code[4000 - 1], 0xc3);
+	dump_free(&d);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* Without the flag or the variable nothing is written. */
+START_TEST(test_off)
+{
+	struct ep_pool *p = make_pool(0);
+	struct ep_image a;
+	char path[128];
+
+	jit_sized(p, 64, 1, &a);
+	ck_assert_int_eq(ep_finalize(p, a.exec), 0);
+	ck_assert_int_eq(ep_set_name(p, a.exec, "quiet"), 0);
+	dump_path(path, sizeof(path), (long)getpid());
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* A child: EXECPACK_JITDUMP=1 for a pool without the flag, then exit():
+ * the file ends with JIT_CODE_CLOSE. */
+START_TEST(test_env_and_close)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setenv("EXECPACK_JITDUMP", "1", 1);
+		struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+		struct ep_pool *p = NULL;
+		struct ep_image a;
+
+		if (ep_pool_create(&cfg, &p) != 0 || ep_alloc(p, 64, &a) != 0)
+			_exit(2);
+		tu_emit_sized(a.rw, 64, 7);
+		if (ep_finalize(p, a.exec) != 0 || ep_set_name(p, a.exec, "env_named") != 0)
+			_exit(3);
+		exit(0); /* not _exit: the library's destructor writes the close */
+	}
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct dump d;
+
+	dump_read((long)pid, &d);
+	ck_assert_uint_eq(d.h.pid, (uint32_t)pid);
+	ck_assert_int_eq(d.n, 2);
+	ck_assert_uint_eq(d.r[0].id, 0);
+	ck_assert_str_eq(d.r[0].name, "env_named");
+	ck_assert_uint_eq(d.r[0].load.code_size, 64);
+	ck_assert_uint_eq(d.r[1].id, 3); /* JIT_CODE_CLOSE */
+	ck_assert_uint_ge(d.r[1].timestamp, d.r[0].timestamp);
+	dump_free(&d);
+}
+END_TEST
+
+/* After fork() the child writes jit-<child>.dump, never the parent's file. */
+START_TEST(test_fork)
+{
+	struct ep_pool *p = make_pool(EP_F_JITDUMP);
+	struct ep_image a;
+
+	jit_sized(p, 64, 1, &a);
+	ck_assert_int_eq(ep_finalize(p, a.exec), 0);
+	ck_assert_int_eq(ep_set_name(p, a.exec, "parent_code"), 0);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct ep_pool *q = NULL;
+		struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+					 .flags = EP_F_JITDUMP };
+		struct ep_image b;
+
+		if (ep_pool_create(&cfg, &q) != 0 || ep_alloc(q, 128, &b) != 0)
+			_exit(2);
+		tu_emit_sized(b.rw, 128, 9);
+		if (ep_finalize(q, b.exec) != 0 || ep_set_name(q, b.exec, "child_code") != 0)
+			_exit(3);
+		_exit(0);
+	}
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	struct dump d;
+
+	dump_read((long)getpid(), &d);
+	ck_assert_int_eq(d.n, 1);
+	ck_assert_str_eq(d.r[0].name, "parent_code");
+	dump_free(&d);
+	dump_read((long)pid, &d);
+	ck_assert_uint_eq(d.h.pid, (uint32_t)pid);
+	ck_assert_int_eq(d.n, 1);
+	ck_assert_str_eq(d.r[0].name, "child_code");
+	ck_assert_uint_eq(d.r[0].load.pid, (uint32_t)pid);
+	ck_assert_uint_eq(d.r[0].load.code_index, 0);
+	dump_free(&d);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+static Suite *jitdump_suite(void)
+{
+	Suite *s = suite_create("jitdump");
+	TCase *tc = tcase_create("jitdump");
+
+	tcase_add_test(tc, test_header_and_loads);
+	tcase_add_test(tc, test_off);
+	tcase_add_test(tc, test_env_and_close);
+	tcase_add_test(tc, test_fork);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+static void remove_dir(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+	if (system(cmd) != 0) {
+		/* a scratch directory left in /tmp is harmless */
+	}
+}
+
+int main(void)
+{
+	const char *env = getenv("EXECPACK_JITDUMP");
+
+	if (env && *env && strcmp(env, "0")) {
+		printf("SKIP: EXECPACK_JITDUMP is set: every pool writes, test_off cannot run\n");
+		return 77;
+	}
+	snprintf(g_dir, sizeof(g_dir), "/tmp/check_jitdump.XXXXXX");
+	if (!mkdtemp(g_dir)) {
+		perror("mkdtemp");
+		return 99;
+	}
+	setenv("EXECPACK_JITDUMP_DIR", g_dir, 1);
+	/* every test in a process of its own: each opens a fresh file */
+	setenv("CK_FORK", "yes", 1);
+	SRunner *sr = srunner_create(jitdump_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	remove_dir();
+	return failed ? 1 : 0;
+}
