@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "internal.h"
@@ -98,9 +99,13 @@ static intptr_t from_maps(const struct window *w)
 	uintptr_t prev_end = LOWEST, best = 0;
 	unsigned long lo, hi;
 	char line[512];
+	bool at_start = true; /* the piece read starts a line (paths may be long) */
 
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+		bool start = at_start;
+
+		at_start = strchr(line, '\n') != NULL;
+		if (!start || sscanf(line, "%lx-%lx", &lo, &hi) != 2)
 			continue;
 		if (lo > prev_end) {
 			uintptr_t a = gap_pick(w, prev_end, lo);

@@ -238,6 +238,33 @@ START_TEST(test_too_large_for_reach)
 }
 END_TEST
 
+START_TEST(test_near_edges)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+	struct ep_pool *p = NULL;
+	struct ep_image img;
+
+	/* no user address space within reach: refused at creation */
+	cfg.near = (const void *)(uintptr_t)0xffff880000000000ull;
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), -EADDRNOTAVAIL);
+	ck_assert_ptr_null(p);
+	/* the bottom of the address space: the window is cut at its start */
+	cfg.near = (const void *)(uintptr_t)(3u << 20);
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	ck_assert_int_eq(ep_alloc(p, 100, &img), 0);
+	assert_within(img.exec, img.size, cfg.near, (size_t)2 << 20);
+	ck_assert_int_eq(ep_free(p, img.exec), 0);
+	ep_pool_destroy(p);
+	/* a large allocation that fits the reach only just: 4 GiB minus two
+	 * packs is the most; one page more is refused */
+	cfg.near = helper_addr();
+	cfg.pack_size = (size_t)1 << 30;
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	ck_assert_int_eq(ep_alloc(p, ((size_t)2 << 30) + 4096, &img), -EADDRNOTAVAIL);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_older_config_ignores_near)
 {
 	/* a caller built before near: its sz ends before the field, and
@@ -273,6 +300,7 @@ int main(void)
 	tcase_add_test(tc, test_kmod_refuses_near);
 	tcase_add_test(tc, test_no_range_near);
 	tcase_add_test(tc, test_too_large_for_reach);
+	tcase_add_test(tc, test_near_edges);
 	tcase_add_test(tc, test_older_config_ignores_near);
 	suite_add_tcase(s, tc);
 
