@@ -304,6 +304,94 @@ START_TEST(test_shrink_other_thread)
 }
 END_TEST
 
+/* ---- shrink against lock-free frees from other threads ---- */
+
+#define NRACE 2000
+
+struct race {
+	struct ep_pool *pool;
+	void *execs[NRACE];
+	int free_rc[NRACE], shrink_rc[NRACE];
+	int reverse; /* the shrinks from the other end: they meet the frees */
+	pthread_barrier_t go;
+};
+
+static void *race_free(void *v)
+{
+	struct race *r = v;
+
+	pthread_barrier_wait(&r->go);
+	for (int i = 0; i < NRACE; i += 2)
+		r->free_rc[i] = ep_free(r->pool, r->execs[i]);
+	return NULL;
+}
+
+static void *race_shrink(void *v)
+{
+	struct race *r = v;
+
+	pthread_barrier_wait(&r->go);
+	for (int k = 0; k < NRACE; k++) {
+		int i = r->reverse ? NRACE - 1 - k : k;
+
+		r->shrink_rc[i] = ep_shrink(r->pool, r->execs[i], 64);
+	}
+	return NULL;
+}
+
+START_TEST(test_shrink_races_remote_free)
+{
+	static struct race r;
+	pthread_t f, s;
+
+	r.pool = make_pool(0, 0, 0);
+	r.reverse = _i;
+	for (int i = 0; i < NRACE; i++) {
+		struct ep_image img;
+
+		/* a 6-byte function at the start of 300 bytes asked for */
+		ck_assert_int_eq(ep_alloc(r.pool, 300, &img), 0);
+		tu_emit_ret_imm(img.rw, (uint32_t)i);
+		ck_assert_int_eq(ep_finalize(r.pool, img.exec), 0);
+		r.execs[i] = img.exec;
+	}
+	ck_assert_int_eq(pthread_barrier_init(&r.go, NULL, 2), 0);
+	ck_assert_int_eq(pthread_create(&f, NULL, race_free, &r), 0);
+	ck_assert_int_eq(pthread_create(&s, NULL, race_shrink, &r), 0);
+	ck_assert_int_eq(pthread_join(f, NULL), 0);
+	ck_assert_int_eq(pthread_join(s, NULL), 0);
+	pthread_barrier_destroy(&r.go);
+	size_t live = 0;
+
+	for (int i = 0; i < NRACE; i++) {
+		if (i % 2) {
+			/* nobody frees these: shrunk, still running, traps after */
+			ck_assert_int_eq(r.shrink_rc[i], 0);
+			ck_assert_int_eq(tu_as_fn(r.execs[i])(), i);
+			assert_traps((char *)r.execs[i] + 64, 320 - 64);
+			live += 64;
+			continue;
+		}
+		/* a free and a shrink of one address at once (a race in the
+		 * program): one of them may fail, never both, never corrupting */
+		ck_assert_msg(r.free_rc[i] == 0 || r.free_rc[i] == -EINVAL, "free %d", r.free_rc[i]);
+		ck_assert_msg(r.shrink_rc[i] == 0 || r.shrink_rc[i] == -EINVAL, "shrink %d",
+			      r.shrink_rc[i]);
+		ck_assert(r.free_rc[i] == 0 || r.shrink_rc[i] == 0);
+		if (r.free_rc[i]) {
+			ck_assert_int_eq(tu_as_fn(r.execs[i])(), i);
+			live += 64;
+		}
+	}
+	ck_assert_uint_eq(used(r.pool), live);
+	for (int i = 0; i < NRACE; i++)
+		if (i % 2 || r.free_rc[i])
+			ck_assert_int_eq(ep_free(r.pool, r.execs[i]), 0);
+	ck_assert_uint_eq(used(r.pool), 0);
+	ep_pool_destroy(r.pool);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("shrink");
@@ -317,6 +405,7 @@ int main(void)
 	tcase_add_test(tc, test_shrink_large);
 	tcase_add_test(tc, test_shrink_named);
 	tcase_add_test(tc, test_shrink_other_thread);
+	tcase_add_loop_test(tc, test_shrink_races_remote_free, 0, 2);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);
