@@ -15,7 +15,8 @@
  *
  * Input: byte 0 picks the pool (bits 0-2 pack size, bit 3 EP_F_RANDOMIZE,
  * bit 4 a byte limit),
- * byte 1 the limit; then one operation per opcode byte, arguments after it.
+ * byte 1 the limit; then one operation per opcode byte, arguments after it
+ * (ep_shrink() is an opcode of 128 or more that is 7 modulo 10).
  */
 #include "config.h"
 
@@ -55,6 +56,7 @@ struct slot {
 	unsigned char *rw;
 	size_t size;     /* usable bytes (ep_image.size) */
 	size_t reserved; /* what the model expects to be charged */
+	size_t mapped;   /* a large one's mapping (ep_shrink() keeps it whole) */
 	unsigned char *shadow;
 };
 
@@ -188,7 +190,7 @@ static void verify_stats(struct model *m)
 		live++;
 		if (s->large) {
 			large++;
-			lbytes += s->reserved;
+			lbytes += s->mapped;
 		} else {
 			used += s->reserved;
 		}
@@ -282,6 +284,7 @@ static void op_alloc(struct model *m, struct input *in)
 	s->rw = img.rw;
 	s->size = img.size;
 	s->reserved = reserved;
+	s->mapped = large ? reserved : 0;
 	m->charged += reserved;
 
 	/* the caller's own writes into rw, as a JIT would emit */
@@ -383,6 +386,51 @@ static void op_free(struct model *m, struct input *in)
 	slot_drop(m, s);
 }
 
+/*
+ * ep_shrink(): the whole chunks (pages, for a large one) past exec + size
+ * are given back, traps where they were finalized; never grows.
+ */
+static void op_shrink(struct model *m, struct input *in)
+{
+	struct slot *b;
+	uintptr_t a = pick_addr(m, in, &b);
+	uint16_t arg = in_u16(in);
+	struct slot *s = exact(m, a);
+	size_t size = 0;
+
+	if (s) {
+		switch (arg & 3) {
+		case 0: size = (arg >> 2) % (s->size + 1); break;      /* 0 included */
+		case 1: size = s->size - (arg >> 2) % 65; break;        /* near the end */
+		case 2: size = s->size + 1 + (arg >> 2) % 64; break;    /* grows: refused */
+		default: size = 1 + (arg >> 2) % 256; break;            /* small */
+		}
+		if (size > s->size + 64)
+			size = s->size;
+	} else {
+		size = arg;
+	}
+	int rc = ep_shrink(m->pool, (void *)a, size);
+
+	if (!s || size == 0 || size > s->size) {
+		FCHECK(rc == -EINVAL, "ep_shrink(%#lx, %zu) %s: %d", (unsigned long)a, size,
+		       s ? "bad size" : "not an allocation", rc);
+		return;
+	}
+	FCHECK(rc == 0, "ep_shrink(%#lx, %zu): %d (%s)", (unsigned long)a, size, rc, ep_strerror(rc));
+	size_t off = s->reserved - s->size, keep = round_up(off + size, s->large ? m->page : 64);
+
+	if (keep >= s->reserved)
+		return;
+	if (s->finalized)
+		FCHECK(all_trap(s->exec + (keep - off), s->size - (keep - off)),
+		       "the tail given back at %p is not traps", (void *)s->exec);
+	m->charged -= s->reserved - keep;
+	s->reserved = keep;
+	s->size = keep - off;
+	verify_slot(s);
+}
+
 /* Real code: `mov eax, imm32; ret`, staged or patched live, then called. */
 static void op_call(struct model *m, struct input *in)
 {
@@ -468,7 +516,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	m.randomize = cfg.flags & EP_F_RANDOMIZE;
 
 	for (int ops = 0; in.at < in.n && ops < MAX_OPS; ops++) {
-		switch (in_u8(&in) % 10) {
+		uint8_t op = in_u8(&in);
+
+		if (op % 10 == 7 && op >= 128) { /* (older inputs keep their meaning below 128) */
+			op_shrink(&m, &in);
+			continue;
+		}
+		switch (op % 10) {
 		case 0: case 1: op_alloc(&m, &in); break;
 		case 2: case 3: op_write(&m, &in); break;
 		case 4: op_finalize(&m, &in); break;

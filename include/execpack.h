@@ -74,6 +74,16 @@ struct ep_config {
 	ep_fill_fn fill;        /* NULL: the architecture's trap fill */
 	void *fill_ctx;
 	const char *path;       /* hugetlbfs mount or kmod device; NULL: default */
+	/*
+	 * Placement near the caller's code (a caller's sz that ends before
+	 * this field leaves it NULL: anywhere).  Non-NULL: every pack and large mapping of the pool lies
+	 * within 2 GiB minus the pack size of this address, so that JIT code
+	 * reaches it, and the code of the program around it, with a call or
+	 * jmp rel32 (x86-64).  When no free range that near can be mapped,
+	 * ep_alloc() fails with -EADDRNOTAVAIL, never maps farther.  memfd and
+	 * hugetlb only: kmod refuses it at ep_pool_create() (-EOPNOTSUPP).
+	 */
+	const void *near;
 };
 
 /* What ep_alloc() hands out. */
@@ -119,6 +129,15 @@ EP_API int ep_finalize(struct ep_pool *pool, void *exec);
 
 /* Release an allocation (exact image.exec only); refills it with traps. */
 EP_API int ep_free(struct ep_pool *pool, void *exec);
+
+/*
+ * Keep only the first size bytes (from image.exec) of a live allocation,
+ * before or after ep_finalize(): the whole 64-byte chunks past them go back
+ * to the pool, refilled with traps, and the limit charge and statistics
+ * drop by them.  A large allocation keeps its mapping (see ep_shrink(3)).
+ * Never grows: -EINVAL for size 0 or more than the allocation has.
+ */
+EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size);
 
 EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out);
 

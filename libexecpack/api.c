@@ -158,6 +158,13 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 	return ep__heap_free(h, exec);
 }
 
+EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	ON_OWNER(pool, exec, ep__heap_shrink(pool_, exec, size));
+}
+
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)

@@ -92,6 +92,10 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		return -ENOMEM;
 	be->kind = (struct ep__memfd_kind){ .name = "hugetlb", .align = HUGE_SIZE, .commit = 1 };
 	be->small = (struct ep__memfd_kind){ .name = "hugetlb", .align = 4096 };
+	if (cfg->near) {
+		be->kind.near = be->small.near = cfg->near;
+		be->kind.margin = be->small.margin = cfg->pack_size ? cfg->pack_size : HUGE_SIZE;
+	}
 	/* A pool that asked for hugetlb gets huge pages or an error; one that
 	 * let AUTO choose keeps working on 4 KiB pages once they run out. */
 	be->fallback = cfg->backend == EP_BACKEND_AUTO;

@@ -106,6 +106,12 @@ static int kmod_open_dev(const char *path, char *why, size_t whylen)
 static int kmod_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
 		     size_t whylen)
 {
+	if (cfg && cfg->near) {
+		/* the module places packs; placement near an address is not
+		 * implemented for it (ep_pool_create(3)) */
+		ep__why(why, whylen, "kmod: placement near an address (ep_config.near) not supported");
+		return -EOPNOTSUPP;
+	}
 	struct ep__backend *be = calloc(1, sizeof(*be));
 	int rc = -ENOMEM;
 

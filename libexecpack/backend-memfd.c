@@ -156,22 +156,40 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 		     ep_fill_fn fill, void *fill_ctx, struct ep__region *out,
 		     char *why, size_t whylen)
 {
+	void *want = NULL;
+
+	if (kind->near) {
+		/* first: the one failure that needs nothing undone */
+		int rc = ep__near_reserve(kind->near, kind->margin, size, kind->align, &want);
+
+		if (rc) {
+			ep__why(why, whylen, "%s: no free range of %zu bytes within rel32 reach of %p",
+				kind->name, size, kind->near);
+			return rc;
+		}
+	}
 	void *rw = mmap(alias_hint(kind->align), size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
 	if (rw == MAP_FAILED) {
 		int e = errno;
 
 		ep__why(why, whylen, "%s: cannot map the writable alias: %s", kind->name, ep__errno_text(e));
+		if (want)
+			munmap(want, size);
 		return -e;
 	}
 	/* fill before any executable view exists: never map unset memory exec */
 	if (fill)
 		fill(rw, size, fill_ctx);
-	void *exec = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+	/* (over the reservation near.c made, replacing it in one step) */
+	void *exec = mmap(want, size, PROT_READ | PROT_EXEC, MAP_SHARED | (want ? MAP_FIXED : 0),
+			  fd, 0);
 
 	if (exec == MAP_FAILED) {
 		int e = errno;
 
+		if (want)
+			munmap(want, size);
 		if (e == EPERM || e == EACCES)
 			ep__why(why, whylen, "%s: exec mapping refused (vm.memfd_noexec=%d, or a noexec "
 				"mount or security policy)", kind->name,
@@ -285,13 +303,16 @@ static const struct ep__memfd_kind memfd_kind = { .name = "memfd", .align = 4096
 static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
 		      size_t whylen)
 {
-	(void)cfg;
 	struct ep__backend *be = calloc(1, sizeof(*be));
 
 	if (!be)
 		return -ENOMEM;
 	be->kind = memfd_kind;
 	be->page = (size_t)sysconf(_SC_PAGESIZE);
+	if (cfg && cfg->near) {
+		be->kind.near = cfg->near;
+		be->kind.margin = cfg->pack_size ? cfg->pack_size : EP__DEFAULT_PACK_SIZE;
+	}
 
 	int fd = ep__memfd_open(&be->kind, be->page, why, whylen);
 

@@ -15,6 +15,8 @@ struct ep__memfd_kind {
 	size_t align;       /* page size of the file */
 	const char *dir;    /* a hugetlbfs mount to create files in, or NULL */
 	int commit;         /* allocate every page when the file is made (fallocate) */
+	const void *near;   /* ep_config.near: exec views within rel32 reach, or NULL */
+	size_t margin;      /* the pool's pack size, kept free of the reach (near.c) */
 };
 
 /* A sized, sealed file of the kind; returns the fd or -errno (+ why).  With

@@ -53,6 +53,7 @@
 #define VALGRIND_MEMPOOL_ALLOC(pool, addr, size) ((void)0)
 #define VALGRIND_MEMPOOL_FREE(pool, addr) ((void)0)
 #define VALGRIND_MEMPOOL_EXISTS(pool) 0
+#define VALGRIND_MEMPOOL_CHANGE(pool, a, b, size) ((void)0)
 #define VALGRIND_MAKE_MEM_DEFINED(addr, len) ((void)0)
 #define VALGRIND_MAKE_MEM_UNDEFINED(addr, len) ((void)0)
 #endif
@@ -750,6 +751,32 @@ void ep__diag_free_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
 	/* the trap fill stays readable, as it is without Valgrind */
 	if (!unmapped)
 		VALGRIND_MAKE_MEM_DEFINED(exec, size);
+}
+
+void ep__diag_shrink_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+			  size_t old_size, size_t size, unsigned pool_flags)
+{
+	if (RUNNING_ON_VALGRIND) {
+		VALGRIND_MEMPOOL_CHANGE(pool, exec, exec, size);
+		/* the tail given back holds the trap fill: readable, as freed code is */
+		VALGRIND_MAKE_MEM_DEFINED((unsigned char *)exec + size, old_size - size);
+	}
+	if (!*d)
+		return;
+	pthread_mutex_lock(&g_lock);
+	struct ep__diag *r = *d;
+
+	/* the bytes past size may soon be another allocation's: no name,
+	 * unwind entry or gdb symbol may still cover them */
+	if (r->slot != SIZE_MAX && r->name)
+		slot_write(slot_at(r->slot), (uintptr_t)exec, (uintptr_t)exec + size, r->name);
+	if (r->kind == EP_UNWIND_DWARF_SP && r->prologue > size)
+		r->prologue = size;
+	unw_register(r, exec, size);
+	gdb_register(r, exec, size);
+	if (r->finalized && r->name && perfmap_wanted(pool_flags))
+		perfmap_append(exec, size, r->name); /* perf takes the last line for an address */
+	pthread_mutex_unlock(&g_lock);
 }
 
 void ep__diag_forget(struct ep__diag **d)

@@ -50,6 +50,17 @@ static inline void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void
 		ep__diag_free_slow(pool, d, exec, size, unmapped);
 }
 
+void ep__diag_shrink_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+			  size_t old_size, size_t size, unsigned pool_flags);
+
+/* ep_shrink(): the allocation at exec now ends size bytes after it. */
+static inline void ep__diag_shrink(struct ep__sub *pool, struct ep__diag **d, void *exec,
+				   size_t old_size, size_t size, unsigned pool_flags)
+{
+	if (*d || ep__under_valgrind())
+		ep__diag_shrink_slow(pool, d, exec, old_size, size, pool_flags);
+}
+
 /* ep_pool_destroy(): forget one allocation that was still live ... */
 void ep__diag_forget(struct ep__diag **d);
 /* ... and, after all of them, the pool itself. */

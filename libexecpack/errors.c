@@ -54,6 +54,7 @@ EP_API const char *ep_strerror(int err)
 	case -EPROTO: return "Protocol mismatch (the kernel module's ABI version or page size is not the library's)";
 	case -ENXIO: return "No such device or address (device node without its module)";
 	case -EROFS: return "Read-only file system";
+	case -EADDRNOTAVAIL: return "Address not available (no free range within rel32 reach of ep_config.near)";
 	case -EINTR: return "Interrupted system call";
 	default:
 #ifdef HAVE_STRERRORDESC_NP

@@ -1352,6 +1352,69 @@ out:
 	return rc;
 }
 
+/*
+ * ep_shrink()'s work: keep [exec, exec+size), give back the whole chunks
+ * past it.  Finalized bytes are refilled with traps before they are given
+ * back.  Before ep_finalize() the chunks still hold the fill (code reaches
+ * a pack only through copy_in(), which copies reserved bytes, so the
+ * staging buffer's tail is simply never copied).  A large allocation keeps
+ * its mapping: whole pages past size are refilled and no longer handed out
+ * or charged, but stay mapped until ep_free() (ep_shrink(3)).
+ */
+int ep__heap_shrink(struct ep__sub *pool, void *exec, size_t size)
+{
+	if (!pool || !exec || size == 0)
+		return -EINVAL;
+
+	int rc = 0;
+	struct ep__alloc view;
+
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+
+	if (!a || size > a->reserved - a->offset) {
+		rc = -EINVAL; /* not live, or a size it never had: never grows */
+		goto out;
+	}
+	size_t keep = round_up(a->offset + size, a->pack ? CHUNK : pool->page_size);
+
+	if (keep >= a->reserved)
+		goto out; /* nothing whole to give back */
+	size_t cut = a->reserved - keep;
+	struct ep__region *r = alloc_region(a);
+
+	/* against an ep_free() of the same address from another thread that
+	 * takes no lock (remote.c): whichever claims it first goes on */
+	if (a->pack && !ep__pack_claim(a->pack, a->chunk)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if (!a->staging) {
+		rc = ep__own_region(pool, r);
+		if (!rc)
+			rc = pool->ops->fill(pool->be, r, alloc_region_off(a) + keep, cut, pool->fill,
+					     pool->fill_ctx);
+		if (rc) {
+			if (a->pack)
+				ep__pack_unclaim(a->pack, a->chunk);
+			goto out; /* still whole and intact */
+		}
+		code_changed((void *)(a->key + keep), cut);
+	}
+	ep__diag_shrink(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			a->key + keep - (uintptr_t)a->exec, pool->flags);
+	if (a->pack) {
+		/* (under the pack's seq: a lock-free free reads the extent from
+		 * the maps, and sees it end where the kept chunks end) */
+		pack_give_back(pool, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false);
+		ep__pack_unclaim(a->pack, a->chunk);
+	}
+	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
+	uncharge(pool, cut);
+out:
+	ep__unlock(&pool->lock);
+	return rc;
+}
 
 /* ---- diagnostics (diag.c) -------------------------------------------------- */
 

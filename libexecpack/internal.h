@@ -49,6 +49,13 @@ static inline int ep__under_valgrind(void)
  */
 void ep__copy_code(void *dst, const void *src, size_t len);
 
+/*
+ * near.c: reserve (PROT_NONE) size bytes at an align-aligned address whose
+ * every byte lies within 2 GiB minus margin of near, for a backend to map
+ * over with MAP_FIXED.  -EADDRNOTAVAIL when no such range is free.
+ */
+int ep__near_reserve(const void *near, size_t margin, size_t size, size_t align, void **out);
+
 /* snprintf into why (may be NULL) for a backend's failure reason. */
 void ep__why(char *why, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -190,6 +190,7 @@ int ep__heap_alloc(struct ep__sub *h, size_t size, struct ep_image *out);
 int ep__heap_write(struct ep__sub *h, void *dst, const void *src, size_t len);
 int ep__heap_finalize(struct ep__sub *h, void *exec);
 int ep__heap_free(struct ep__sub *h, void *exec);
+int ep__heap_shrink(struct ep__sub *h, void *exec, size_t size);
 int ep__heap_set_name(struct ep__sub *h, void *exec, const char *name);
 int ep__heap_set_unwind(struct ep__sub *h, void *exec, int kind, size_t prologue, size_t frame);
 /* fn on the region of every pack and large allocation of the heap */

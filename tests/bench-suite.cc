@@ -1,10 +1,11 @@
 /*
  * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
  *
- * Eight workloads, each run for libexecpack and, in the same process and
+ * Nine workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
  * libexecpack alone; workload 8, growth, against asmjit-dual alone, with
- * a second execpack column of 64 KiB packs):
+ * a second execpack column of 64 KiB packs; workload 9, shrink after emit,
+ * against asmjit-dual's shrink()):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory
  *                  (W^X, freed memory refilled: the same guarantees)
@@ -17,7 +18,7 @@
  * is called and must return its imm32; live programs are also compared
  * byte for byte at the end of each round.  A mismatch aborts the run.
  *
- * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,8]
+ * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,9]
  *   quick: 3 rounds and a quarter of the operations (workload 6: a
  *   quarter of the time); ROUNDS: 1-99 (7).
  *   EP_BENCH_MAX_THREADS: the largest thread count of workload 6
@@ -529,7 +530,7 @@ static Mem mem_since(const MapSet &before, size_t n_before, Alloc &a)
 
 static int g_rounds = 7;
 static int g_div = 1; /* quick: a quarter of the operations */
-static bool g_only[9] = { false, true, true, true, true, true, true, true, true };
+static bool g_only[10] = { false, true, true, true, true, true, true, true, true, true };
 
 static int ops(int n) { return std::max(n / g_div, 1); }
 
@@ -1641,6 +1642,108 @@ static void workload_growth()
 		       "built without asmjit");
 }
 
+/* ---- workload 9: shrink after emit ------------------------------------ */
+
+/*
+ * An assembler knows a program's size only after its address is fixed, so
+ * a JIT allocates an upper bound (here 4 times the size: the bound is the
+ * caller's guess) and gives the rest back once it has emitted.  Memory of
+ * 10,000 live programs allocated at the bound and kept so, shrunk to their
+ * size after ep_finalize() (ep_shrink), and allocated at their exact size
+ * (the floor); asmjit-dual with JitAllocator::shrink() beside it.
+ */
+static void workload_shrink()
+{
+	enum { BOUND, SHRUNK, EXACT, AJ, NC };
+	static const char *const names[NC] = { "execpack bound", "execpack shrunk",
+					       "execpack exact", "asmjit-dual shrunk" };
+	const int nc = have_asmjit ? NC : NC - 1;
+	const int n = ops(10000);
+	std::vector<double> used[NC], res[NC], t[NC];
+
+	for (int r = 0; r < g_rounds; r++) {
+		Rng rng(9000 + uint64_t(r));
+		std::vector<uint32_t> lens(static_cast<size_t>(n));
+		for (auto &l : lens)
+			l = uint32_t(std::max<size_t>(log_uniform_size(rng), 6));
+		for (int c = 0; c < nc; c++) {
+			std::vector<Prog> live;
+			live.reserve(lens.size());
+			double u = 0, rv = 0;
+			uint64_t ticks = 0;
+			if (c == AJ) {
+#ifdef HAVE_ASMJIT
+				Asmjit a("asmjit-dual", true);
+				for (int i = 0; i < n; i++) {
+					void *rx, *rw;
+					uint64_t t0 = tick();
+					if (a.ja->alloc(&rx, &rw, 4 * lens[size_t(i)]) != asmjit::kErrorOk)
+						die("asmjit-dual: alloc failed");
+					{
+						asmjit::VirtMem::ProtectJitReadWriteScope scope(rx, lens[size_t(i)]);
+						emit(rw, lens[size_t(i)], uint32_t(i));
+					}
+					if (a.ja->shrink(rx, lens[size_t(i)]) != asmjit::kErrorOk)
+						die("asmjit-dual: shrink failed");
+					ticks += tick() - t0;
+					live.push_back(Prog{ rx, uint32_t(i), lens[size_t(i)] });
+				}
+				for (auto &q : live)
+					check_full(q.p, q.len, q.imm, "asmjit-dual");
+				u = double(a.ja->statistics().usedSize());
+				rv = double(a.reserved());
+				for (auto &q : live)
+					a.drop(q.p);
+#endif
+			} else {
+				Execpack e(names[c], EP_BACKEND_MEMFD);
+				for (int i = 0; i < n; i++) {
+					size_t len = lens[size_t(i)], ask = c == EXACT ? len : 4 * len;
+					ep_image img;
+					uint64_t t0 = tick();
+					int rc = ep_alloc(e.pool, ask, &img);
+					if (rc)
+						die("%s: ep_alloc: %s", names[c], ep_strerror(rc));
+					emit(img.rw, len, uint32_t(i));
+					if ((rc = ep_finalize(e.pool, img.exec)))
+						die("%s: ep_finalize: %s", names[c], ep_strerror(rc));
+					if (c == SHRUNK && (rc = ep_shrink(e.pool, img.exec, len)))
+						die("%s: ep_shrink: %s", names[c], ep_strerror(rc));
+					ticks += tick() - t0;
+					live.push_back(Prog{ img.exec, uint32_t(i), uint32_t(len) });
+				}
+				for (auto &q : live)
+					check_full(q.p, q.len, q.imm, names[c]);
+				ep_stats st;
+				ep_pool_stats(e.pool, &st);
+				u = double(st.used_bytes);
+				rv = double(e.reserved());
+				for (auto &q : live)
+					e.drop(q.p);
+			}
+			used[c].push_back(u);
+			res[c].push_back(rv);
+			t[c].push_back(ticks_ns(ticks, size_t(n)) / n);
+		}
+	}
+
+	head("9. shrink after emit",
+	     "10,000 programs (16-2048 bytes) allocated at 4x their size: kept so (bound),\n"
+	     "  given back with ep_shrink() after ep_finalize() (shrunk), or allocated at their\n"
+	     "  size (exact); used and reserved: code memory with all of them live; ns: alloc +\n"
+	     "  write + finalize (+ shrink) per program.  ratio = this / execpack exact.");
+	std::printf("  %d programs per round\n", n);
+	std::printf("  %-24s %11s %8s %11s %8s %11s\n", "", "used", "ratio", "reserved", "ratio",
+		    "ns/op");
+	for (int c = 0; c < nc; c++)
+		std::printf("  %-24s %10.2fM %7.2fx %10.2fM %7.2fx %11.1f\n", names[c],
+			    stats_of(used[c]).med / 1048576, ratio(used[c], used[EXACT]),
+			    stats_of(res[c]).med / 1048576, ratio(res[c], res[EXACT]),
+			    stats_of(t[c]).med);
+	target("shrink: execpack used, shrunk / exact", ratio(used[SHRUNK], used[EXACT]), 1.0, true);
+	target("shrink: execpack reserved, shrunk / bound", ratio(res[SHRUNK], res[BOUND]), 0.5, true);
+}
+
 int main(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
@@ -1649,15 +1752,15 @@ int main(int argc, char **argv)
 			g_rounds = 3;
 			g_div = 4;
 		} else if (!std::strncmp(s, "only=", 5)) {
-			for (int w = 1; w <= 8; w++)
+			for (int w = 1; w <= 9; w++)
 				g_only[w] = false;
 			for (const char *c = s + 5; *c; c++)
-				if (*c >= '1' && *c <= '8')
+				if (*c >= '1' && *c <= '9')
 					g_only[*c - '0'] = true;
 		} else if (std::atoi(s) >= 1 && std::atoi(s) <= 99) {
 			g_rounds = std::atoi(s);
 		} else {
-			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,3,4,5,6,7,8]\n", argv[0]);
+			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,3,4,5,6,7,8,9]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -1694,8 +1797,10 @@ int main(int argc, char **argv)
 		workload_fork();
 	if (g_only[8])
 		workload_growth();
+	if (g_only[9])
+		workload_shrink();
 
-	std::printf("\ntargets (issues 8, 14 and 18)%*s %9s %10s\n", 26, "", "measured", "target");
+	std::printf("\ntargets (issues 8, 14, 17 and 18)%*s %9s %10s\n", 22, "", "measured", "target");
 	for (auto &t : g_targets) {
 		char m[32], l[32];
 		if (!t.skip.empty() || std::isnan(t.value)) {

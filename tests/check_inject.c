@@ -180,6 +180,33 @@ START_TEST(test_failed_finalize_then_retry)
 }
 END_TEST
 
+START_TEST(test_failed_shrink_then_retry)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD, .limit = 4096 };
+	struct ep_pool *p;
+	struct ep_image img, other;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	ck_assert_int_eq(ep_alloc(p, 4096, &img), 0);
+	memset(img.rw, 0x90, img.size);
+	emit(img.rw, 100, 5);
+	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+	/* the refill of the tail fails: nothing given back, nothing changed */
+	ep_inject_countdown = 0;
+	ck_assert_int_eq(ep_shrink(p, img.exec, 100), -ENOMEM);
+	ck_assert_uint_eq(stats_of(p).used_bytes, 4096);
+	ck_assert_int_eq(ep_alloc(p, 64, &other), -EPERM); /* still charged */
+	ck_assert_uint_eq(((unsigned char *)img.exec)[4095], 0x90);
+	ck_assert_int_eq(tu_as_fn(img.exec)(), 5);
+	ck_assert_int_eq(ep_shrink(p, img.exec, 100), 0);
+	ck_assert_uint_eq(stats_of(p).used_bytes, 128);
+	ck_assert_uint_eq(((unsigned char *)img.exec)[128], 0xcc);
+	ck_assert_int_eq(tu_as_fn(img.exec)(), 5);
+	ck_assert_int_eq(ep_alloc(p, 64, &other), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("inject");
@@ -188,6 +215,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_random_failures, 0, 3);
 	tcase_add_test(tc, test_failed_finalize_then_retry);
+	tcase_add_test(tc, test_failed_shrink_then_retry);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 
