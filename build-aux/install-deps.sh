@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Installs the Debian packages libexecpack needs to build and test.
 # Usage: build-aux/install-deps.sh [base|kmod|all]
 #   base: compiler toolchain, Autotools, Check, Valgrind, libunwind (default)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Sets up a bare Debian machine for libexecpack and runs the demo or the
 # whole test suite.  Used by the README's quick start and by CI.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Run `make check` under ThreadSanitizer, AddressSanitizer (+LeakSanitizer)
 # and UndefinedBehaviorSanitizer, each in its own out-of-tree build.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Adds up test results from automake test logs and prints them.
 # Usage: summarize-tests.sh DIR...   (searches DIR for *.trs and their .log)
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * crash-handler.c - a SIGTRAP/SIGSEGV handler that names the JIT code a
  * program crashed in, with ep_symbolize() and ep_backtrace().

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * pack-demo.c - JIT many small functions into packs, run them all, and
  * show what packing saves against one page per function.

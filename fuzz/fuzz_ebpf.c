@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fuzz_ebpf.c - the eBPF example's loader, verifier and JIT, checked
  * against its interpreter.

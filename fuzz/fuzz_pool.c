@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fuzz_pool.c - random API sequences on one pool, checked against a model.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * api.c - the public calls on pools: creating and destroying a pool, which
  * heap serves a call (the caller's own for ep_alloc(), the owner of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * backend-hugetlb.c - packs on real 2 MiB pages, dual-mapped like memfd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * backend-kmod.c - packs from the execpack kernel module (/dev/execpack).
  *

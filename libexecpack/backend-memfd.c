@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * backend-memfd.c - dual mapping of an anonymous memory file.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * backend-memfd.h - the dual-mapping machinery shared by the memfd and
  * hugetlb backends (they differ only in how the file is made).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * backend.h - the small interface between the pool and a memory backend.
  *

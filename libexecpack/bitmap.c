@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bitmap.c - first-fit search over a pack's chunk bitmap.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bitmap.h - the chunk bitmap of a pack: one bit per 64-byte chunk.
  *

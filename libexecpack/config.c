@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * config.c - a caller's struct ep_config, copied and checked once (for
  * ep_pool_create() and ep_backend_probe() alike), EXECPACK_BACKEND, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * diag.h - diagnostics for JIT code: names, symbolization, libunwind
  * registration, perf maps and Valgrind client requests (diag.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * errors.c - ep_strerror() and the version string (from execpack.h's
  * EP_VERSION_* macros, where configure.ac reads it too).

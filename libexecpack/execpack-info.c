@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * execpack-info - which libexecpack backends work on this machine, which one
  * EP_BACKEND_AUTO picks, and why each other one was not picked; as text for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fill-x86.c - trap fills: what every hole and freed range holds, so that a
  * stray jump into it stops the program instead of running stale code.

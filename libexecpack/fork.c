@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fork.c - fork() and the processes it makes; the list of every heap of
  * every pool that the fork handlers walk.

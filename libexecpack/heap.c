@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * heap.c - one heap: its packs (first fit in creation order, as the
  * kernel's bpf_prog_pack does), its large mappings, the allocation table

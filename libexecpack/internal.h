@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * internal.h - declarations shared by the library's own files.
  * Internal names carry the ep__ prefix and are never exported.

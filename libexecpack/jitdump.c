@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * jitdump.c - perf's jitdump file, jit-<pid>.dump, for named JIT code.
  *

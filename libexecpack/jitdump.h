@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * jitdump.h - perf's jitdump file for named JIT code (jitdump.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * lock.c - the slow half of the biased heap lock (lock.h): revoking a
  * bias, and whether this process can bias at all.

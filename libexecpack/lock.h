@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * lock.h - the heap lock: a futex word, biased to one thread.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * near.c - address space within rel32 reach of an address (ep_config.near).
  *

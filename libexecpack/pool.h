@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * pool.h - what the library's core files share: a pool, its heaps, their
  * packs and records, and the calls between heap.c (one heap), thread.c

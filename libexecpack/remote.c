@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * remote.c - ep_free() from a thread that does not own the heap, without
  * taking the heap's lock: the owner keeps allocating meanwhile.

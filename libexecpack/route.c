@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * route.c - setting and clearing the address-to-heap table (route.h).
  * Readers never lock; a new node is published with a compare-exchange, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * route.h - which heap owns an address, without taking any lock.
  *

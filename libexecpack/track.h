@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * track.h - Valgrind and Helgrind client requests and annotations in one
  * place.  Each is a no-op without the Valgrind headers, and the hot paths

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # abi-symbols.sh - the shared library exports exactly the public interface.
 #
 # The list of functions is derived from include/execpack.h (every EP_API

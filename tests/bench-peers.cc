@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench-peers.cc - libexecpack next to asmjit's JitAllocator (Debian's
  * libasmjit-dev), in one run, on the same workloads:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench-pool.c - what one JIT'd program costs: alloc + write + finalize +
  * free through libexecpack, next to the page-per-program baseline most JITs

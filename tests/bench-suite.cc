@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # bench.sh - run the benchmark suite for `make bench`.
 #
 # As root, with /proc/sys/vm/nr_hugepages writable, reserve the 2 MiB huge

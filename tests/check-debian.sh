@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # check-debian.sh - build the Debian packages from a clean copy of the tree
 # and check what they contain.  Slow (a full build and make check), so it is
 # not part of make check; CI runs it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_auto.c - backend selection: AUTO's order and the reasons it gives
  * for what it passed over, EXECPACK_BACKEND, ep_backend_probe(), and a

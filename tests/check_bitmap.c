@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_bitmap.c - the chunk bitmap against a naive bit-array model on
  * random operation sequences, plus the edge cases of word boundaries.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_crash.c - what must kill the program: a store through the exec
  * view (SIGSEGV), running into the trap fill or freed code (SIGTRAP).

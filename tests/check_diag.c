@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_diag.c - names for JIT code: ep_set_name() and its errors,
  * ep_symbolize() (offsets, truncation, all pools, freed code), the perf

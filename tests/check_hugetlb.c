@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_hugetlb.c - the hugetlb backend: packs really sit on 2 MiB pages,
  * running out of huge pages is a clear error (never a silent 4 KiB fallback

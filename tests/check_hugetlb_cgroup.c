@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_hugetlb_cgroup.c - huge pages under a cgroup v2 hugetlb limit.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_inject.c - failures inside the library (a backend's mmap, memfd,
  * ioctl, copy) injected at random points of random API sequences: a failed

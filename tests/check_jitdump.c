@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_jitdump.c - perf's jitdump file (libexecpack/jitdump.c): the file
  * a pool with EP_F_JITDUMP writes is parsed here as perf parses it, and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_kmod.c - the kmod backend against the real execpack module.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_lock.c - the biased heap lock (libexecpack/lock.h) on its own:
  * two threads count under it, one the owner on the fast path, the other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_manycores.c - promises that hold however many threads share one
  * pool, and however the process forks.  Only the public interface is used.

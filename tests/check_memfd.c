@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_memfd.c - what the memfd backend promises about its mappings: an
  * RX shared view of a memfd, a RW alias elsewhere that is kept out of core

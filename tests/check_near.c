@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_near.c - ep_config.near: packs and large mappings within rel32
  * reach of the program's code, JIT code calling a C function of this

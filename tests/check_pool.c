@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_pool.c - the public calls of pool.c: real code JIT'd and called,
  * first fit, packing density, fills, limits, large allocations, stats and

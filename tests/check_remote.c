@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_remote.c - ep_free() of an allocation another thread made: such a
  * free takes no lock of the owner's heap (libexecpack(7), "Threads"), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_route.c - the address-to-heap table (libexecpack/route.c) on its
  * own: ranges set, read back and cleared page by page, the edges of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_seal.c - EP_F_SEAL: sealed exec views can never be made writable,
  * unmapped or remapped; sealed packs are kept (refilled) until exit; after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_shrink.c - ep_shrink(): chunks given back before and after
  * ep_finalize(), refilled with traps, reused by first fit; the limit charge

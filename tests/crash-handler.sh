@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # crash-handler.sh - examples/crash-handler runs into the INT3 fill after
 # its JIT program; its handler must name the spot with ep_symbolize() and
 # print an ep_backtrace() with the JIT frame named.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # execpack-info.sh - the execpack-info command: --version names the
 # library's version; --json is valid JSON (python3 -m json.tool) and says
 # what the text output says (backends in AUTO's order, which work, AUTO's

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Fuzz smoke test for CI: build the libFuzzer targets and run each for a few
 # seconds (FUZZ_SECONDS, default 10).  Run from a configured build tree.
 # Exit 77 (skip) without clang.

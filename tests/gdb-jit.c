@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * gdb-jit.c - run by tests/gdb-jit.sh, under gdb -batch and alone: JIT code
  * named "gdb_jit_prog" (push rbp; mov rbp, rsp; call gdb_stop_here;

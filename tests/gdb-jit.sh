@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # gdb-jit.sh - JIT code and gdb (tests/gdb-jit.c):
 #   foreign: a program that defines the GDB JIT interface symbols itself
 #            (another JIT's) keeps its list as it made it: the library does

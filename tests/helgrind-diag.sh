@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # helgrind-diag.sh - ep_symbolize() reads the table of names without a lock
 # while another thread names and frees code (tests/hg-symbolize.c): helgrind
 # must report nothing, the lock-free reads being annotated.

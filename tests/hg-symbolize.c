@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * hg-symbolize.c - run by tests/helgrind-diag.sh under Valgrind's helgrind:
  * one thread names, renames and frees JIT code while another looks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * inject-backend.c - a backend wrapper for test builds (EP_TEST_HOOKS) that
  * makes chosen backend calls fail, to check that every failure inside the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* inject-backend.h - knobs of the failure-injecting backend wrapper. */
 #ifndef EP_INJECT_BACKEND_H
 #define EP_INJECT_BACKEND_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * jitdump-prog.c - run by tests/jitdump-perf.sh under `perf record -k 1`:
  * JITs one hot loop named "ep_jd_hot_loop" into a pool with EP_F_JITDUMP

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # man-pages.sh - the installed man pages format cleanly and cover the API.
 #
 #   - every page listed in EP_MAN_PAGES (the Makefile's dist_man_MANS) formats

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * pkgconfig-consumer.c - the smallest real user of an installed libexecpack.
  *

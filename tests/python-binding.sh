@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # python-binding.sh - runs the Python package's tests (python/tests/) from
 # the source tree against the library in the build tree (make check), with
 # unittest: pytest is not needed here (tests/check-debian.sh runs them with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * reliability.h - helpers shared by the reliability tests (fork, threads,
  * hostile environments): tiny x86-64 functions, child-process checks that

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # source-tree.sh - nothing in the build that nothing uses, and the file
 # lists of the documentation name every library source.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * testutil.h - small helpers shared by the test suites: real x86-64 code to
  * JIT and a W^X scanner for /proc/self/maps.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # valgrind-diag.sh - JIT code under Valgrind memcheck (tests/vg-jit.c):
 #   reuse: a freed and reused address, and code patched with ep_write(),
 #          run the new code (VALGRIND_DISCARD_TRANSLATIONS), with no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * vg-jit.c - programs for tests/valgrind-diag.sh, run under Valgrind:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * asmjit-place.cc - code assembled with asmjit's x86::Assembler, placed
  * with libexecpack (doc/assemblers.md walks through it):

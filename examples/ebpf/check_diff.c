@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_diff.c - differential test: random valid programs (gen.c) must give
  * the same r0 and the same context bytes under the JIT and the interpreter.

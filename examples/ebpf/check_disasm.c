@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_disasm.c - listings (disasm.c): the text of every instruction form,
  * listings of whole programs with function starts and 64-bit immediates,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_ebpf.c - conformance-style table: every instruction form with an
  * expected r0 (and memory where it matters), run on the interpreter and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * disasm.c - text for eBPF instructions, and the JIT's x86-64 output
  * through Capstone when the build found it (HAVE_CAPSTONE).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * disasm.h - listings of eBPF bytecode and of the x86-64 code the JIT made
  * from it (ebpf-run --dump, --dump-jited).

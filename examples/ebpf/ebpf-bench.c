@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * ebpf-bench - JIT compile throughput, and run time JIT vs interpreter on an
  * ALU-heavy loop and a division-heavy loop.  Medians of several runs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * ebpf-demo - JIT 10,000 small eBPF programs of varied sizes into one
  * libexecpack pool, run each and check it against the interpreter, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * ebpf-native - runs the example C programs (progs/) compiled natively:
  * `ebpf-native FUNC [MEMHEX]` prints the result in hex, like ebpf-run, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * execpack-ebpf-run - run one eBPF program; speaks the bpf_conformance plugin protocol.
  */

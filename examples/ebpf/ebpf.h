@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * ebpf.h - embedding API of the mini eBPF runtime (interpreter + x86-64 JIT).
  *

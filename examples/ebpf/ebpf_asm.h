@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * ebpf_asm.h - a tiny assembler: one macro per instruction form, usable in
  * array initialisers (struct ebpf_insn prog[] = { MOV64_IMM(0, 1), EXIT() }).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* ebpf_int.h - internals shared by the loader, interpreter and JIT. */
 #ifndef EBPF_INT_H
 #define EBPF_INT_H

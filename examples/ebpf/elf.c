@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * elf.c - load eBPF code from relocatable ELF objects (clang -target bpf -c).
  *

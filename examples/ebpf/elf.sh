@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # elf.sh - C programs compiled with clang to eBPF, loaded from ELF, must give
 # the same answers as the same C compiled natively (ebpf-native), under
 # both the JIT and the interpreter.  Skips (77) without clang.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gen.c - random valid eBPF programs; see gen.h for the guarantees. */
 #include <stdbool.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * gen.h - structured generator of random valid, terminating eBPF programs
  * (for the differential test, the demo and the benchmarks).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * helpers.c - the standard helper table of the example tools and tests.
  *

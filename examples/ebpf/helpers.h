@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* helpers.h - standard helper table shared by ebpf-run, the tests and the demo. */
 #ifndef EBPF_HELPERS_H
 #define EBPF_HELPERS_H

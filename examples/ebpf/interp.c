@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * interp.c - the reference semantics: a plain switch interpreter.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * jit_x86.c - eBPF to x86-64 compiler on top of libexecpack.
  *

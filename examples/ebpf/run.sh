@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # run.sh - ebpf-run's command line: the bpf_conformance plugin protocol.
 set -u
 top_builddir=${top_builddir:-.}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* vm.c - helper table, program objects, dispatch between JIT and interpreter. */
 #include <ctype.h>
 #include <errno.h>

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # check-kmod.sh - run tests/check_kmod inside a real kernel with the execpack
 # module loaded.  Called by `make check-kmod`:
 #   check-kmod.sh ABS_TOP_SRCDIR ABS_TOP_BUILDDIR TEST_BINARY

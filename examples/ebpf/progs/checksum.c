@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * checksum.c - loop-heavy code: the Internet checksum (RFC 1071), a
  * table-driven CRC-32 (the table is data: an lddw relocation) and a word

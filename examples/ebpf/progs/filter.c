@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * filter.c - a packet filter over an Ethernet frame in a byte buffer.
  * Returns 1 for IPv4/TCP to port 80 or 443, 2 for IPv4/UDP to port 53,

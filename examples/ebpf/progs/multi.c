@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * multi.c - several functions in one object, as clang lays them out: in
  * .text byte_sum() (called by the others), scan() (called by nobody; its

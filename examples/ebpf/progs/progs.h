@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * progs.h - shared by the C programs that are compiled both to eBPF
  * (clang -target bpf -O2 -c) and natively, for comparison.  No libc
