@@ -217,8 +217,9 @@ class NearTest(unittest.TestCase):
                 img = pool.alloc(CHUNK)
                 self.assert_near(target, img)
                 # near JIT code of another pool
-                with execpack.Pool("memfd", near=pool.load(FORTY_TWO)) as pool2:
-                    self.assert_near(target, pool2.alloc(CHUNK))
+                f = pool.load(FORTY_TWO)
+                with execpack.Pool("memfd", near=f) as pool2:
+                    self.assert_near(f.address, pool2.alloc(CHUNK))
         for anywhere in (None, 0, ctypes.c_void_p()):
             with execpack.Pool("memfd", near=anywhere) as pool:
                 self.assertEqual(pool.load(FORTY_TWO)(), 42)
