@@ -45,8 +45,19 @@ OverflowError outside the type's range.  An unknown backend name raises
 ValueError; an integer backend that fits an int is left to the library,
 which answers OSError(EINVAL) for one it does not know.
 
+Sizes and placement.  pool.shrink(f, n) keeps the first n bytes of an
+allocation and gives the whole chunks past them back, before or after
+finalize() (allocate an upper bound, assemble, shrink to what was used);
+it never grows one, and a size of 0 or more than is left raises
+OSError(EINVAL).  Pool(near=address) keeps all code of the pool within
+2 GiB of an address of the program (an int, a ctypes function pointer
+such as libc.abs, a c_void_p or a JitFunction), so that the code can call
+it with a call rel32; when nothing that near can be mapped, Pool() or
+alloc() raises OSError(EADDRNOTAVAIL).
+
 Diagnostics.  pool.set_name(f, "name") names code for symbolize(address)
-(which gives (name, offset) or None), perf and debuggers;
+(which gives (name, offset) or None), perf and debuggers (with the flags
+F_PERFMAP and F_JITDUMP, perf's map and jitdump files get it too);
 pool.set_unwind() tells libunwind how to step through it; backtrace(fd)
 writes the calling thread's backtrace; probe("kmod") says whether a backend
 works here and why not; pool.reasons says why AUTO passed over the others.
@@ -54,7 +65,7 @@ ep_config.fill is not offered: a fill must never fail, and Python code can
 (fill_x86_int3() is the library's own fill, for buffers of the caller).
 """
 
-from ._core import (BACKENDS, CHUNK_SIZE, F_PERFMAP, F_RANDOMIZE, F_SEAL, NAME_MAX,
+from ._core import (BACKENDS, CHUNK_SIZE, F_JITDUMP, F_PERFMAP, F_RANDOMIZE, F_SEAL, NAME_MAX,
                     UNWIND_DWARF_FP, UNWIND_DWARF_SP, UNWIND_NAME, Image, JitFunction,
                     Pool, library, strerror, version)
 from ._diag import backtrace, fill_x86_int3, probe, symbolize
@@ -66,5 +77,5 @@ __version__ = "0.1.0"
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "probe", "symbolize", "backtrace", "fill_x86_int3",
-           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "CHUNK_SIZE", "NAME_MAX",
-           "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP", "__version__"]
+           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "CHUNK_SIZE",
+           "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP", "__version__"]

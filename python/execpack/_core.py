@@ -8,11 +8,12 @@ import errno
 import operator
 import os
 import weakref
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Type, Union
+from typing import (Any, Callable, Dict, Iterable, Optional, SupportsIndex, Tuple, Type,
+                    Union)
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
-           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "CHUNK_SIZE", "NAME_MAX",
-           "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP"]
+           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "CHUNK_SIZE",
+           "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP"]
 
 # enum ep_backend
 BACKENDS = {"auto": 0, "memfd": 1, "hugetlb": 2, "kmod": 3}
@@ -21,6 +22,7 @@ BACKENDS = {"auto": 0, "memfd": 1, "hugetlb": 2, "kmod": 3}
 F_RANDOMIZE = 1 << 0
 F_SEAL = 1 << 1
 F_PERFMAP = 1 << 2
+F_JITDUMP = 1 << 3
 
 CHUNK_SIZE = 64
 
@@ -55,6 +57,13 @@ def _unsigned(value: Any, maximum: int, ctype: str, what: str) -> int:
 
 FILL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 
+# the base class of every ctypes function pointer (CFUNCTYPE, libc.abs)
+_CFuncPtr: Type[Any] = FILL_FN.__mro__[1]
+
+# what Pool(near=...) takes: an address, or what has one (_near_address());
+# a function pointer is a ctypes._CData
+NearAddress = Optional[Union[SupportsIndex, "ctypes._CData", "JitFunction"]]
+
 
 class _Config(ctypes.Structure):
     _fields_ = [
@@ -66,6 +75,8 @@ class _Config(ctypes.Structure):
         ("fill", FILL_FN),
         ("fill_ctx", ctypes.c_void_p),
         ("path", ctypes.c_char_p),
+        # the last field: sz = sizeof(_Config) tells the library it is here
+        ("near", ctypes.c_void_p),
     ]
 
 
@@ -100,6 +111,7 @@ def _load_library() -> ctypes.CDLL:
         "ep_write": (ctypes.c_int, [P, P, P, ctypes.c_size_t]),
         "ep_finalize": (ctypes.c_int, [P, P]),
         "ep_free": (ctypes.c_int, [P, P]),
+        "ep_shrink": (ctypes.c_int, [P, P, ctypes.c_size_t]),
         "ep_pool_stats": (ctypes.c_int, [P, ctypes.POINTER(_Stats)]),
         "ep_pool_backend": (ctypes.c_char_p, [P]),
         "ep_strerror": (ctypes.c_char_p, [ctypes.c_int]),
@@ -248,13 +260,23 @@ class Pool:
 
     def __init__(self, backend: Union[str, int] = "auto", pack_size: int = 0,
                  limit: int = 0, flags: int = 0,
-                 path: Optional[Union[str, bytes, "os.PathLike[str]"]] = None) -> None:
+                 path: Optional[Union[str, bytes, "os.PathLike[str]"]] = None,
+                 near: "NearAddress" = None) -> None:
+        """Create a pool (ep_pool_create()).
+
+        near places every pack of the pool within 2 GiB (less the pack
+        size) of an address of the program's code, so that JIT code reaches
+        it with a call or jmp rel32: an int address, a ctypes function
+        pointer (libc.abs, a CFUNCTYPE callback), a c_void_p, or a
+        JitFunction; None (or 0) places packs anywhere.  When nothing that
+        near can be mapped, Pool() or alloc() raises
+        OSError(EADDRNOTAVAIL); the kmod backend raises OSError(EOPNOTSUPP)."""
         self._handle: Optional[int] = None
         # exec address -> _Allocation of what this pool handed out and
         # is still referenced: free() and close() mark them dead
         self._live: "weakref.WeakValueDictionary[int, _Allocation]" = \
             weakref.WeakValueDictionary()
-        cfg = _config(backend, pack_size, limit, flags, path)
+        cfg = _config(backend, pack_size, limit, flags, path, near)
         lib = library()
         handle = ctypes.c_void_p()
         _check(lib.ep_pool_create(ctypes.byref(cfg), ctypes.byref(handle)), "ep_pool_create")
@@ -364,6 +386,21 @@ class Pool:
         if self._live.get(addr) is alloc:
             self._live.pop(addr, None)
 
+    def shrink(self, target: Union["JitFunction", Image, int], size: int) -> None:
+        """ep_shrink(): keep the first size bytes of an allocation (a
+        JitFunction, an Image or its exec address) and give back the whole
+        chunks past them, before or after finalize(); the code does not move.
+
+        The Image or JitFunction given gets .size lowered to size.  Size 0,
+        more than the allocation has left, or a freed allocation raise
+        OSError(EINVAL): it never grows.  Use free() to give back all."""
+        h = self._h("ep_shrink")
+        addr, _ = self._target(target, "ep_shrink")
+        size = _unsigned(size, _SIZE_MAX, "size_t", "size")
+        _check(library().ep_shrink(h, addr, size), "ep_shrink")
+        if isinstance(target, (JitFunction, Image)) and size < target.size:
+            target.size = size
+
     def load(self, machine_code: bytes, restype: Any = ctypes.c_int,
              argtypes: Iterable[Any] = ()) -> JitFunction:
         """Allocate, copy machine_code, finalize: a callable JitFunction."""
@@ -427,8 +464,28 @@ class Pool:
         _check(library().ep_set_unwind(h, addr, kind, prologue, frame), "ep_set_unwind")
 
 
+def _near_address(near: NearAddress) -> Optional[int]:
+    """The address Pool(near=...) stands for, None for NULL."""
+    if near is None:
+        return None
+    if isinstance(near, JitFunction):
+        addr: Any = near.address
+    elif isinstance(near, ctypes.c_void_p):
+        addr = near.value or 0
+    elif isinstance(near, _CFuncPtr):
+        addr = ctypes.cast(near, ctypes.c_void_p).value or 0
+    elif isinstance(near, (int, SupportsIndex)):
+        addr = near
+    else:
+        raise TypeError("near must be an address (int), a ctypes function pointer, "
+                        "a c_void_p or a JitFunction, not %s" % type(near).__name__)
+    v = _unsigned(addr, _UINTPTR_MAX, "a pointer", "near")
+    return v or None
+
+
 def _config(backend: Union[str, int], pack_size: int, limit: int, flags: int,
-            path: Optional[Union[str, bytes, "os.PathLike[str]"]]) -> _Config:
+            path: Optional[Union[str, bytes, "os.PathLike[str]"]],
+            near: NearAddress = None) -> _Config:
     """A struct ep_config from checked Python values (Pool() and probe())."""
     if isinstance(backend, str):
         if backend not in BACKENDS:
@@ -450,5 +507,6 @@ def _config(backend: Union[str, int], pack_size: int, limit: int, flags: int,
             # a C string would end there: another path than asked for
             raise ValueError("path contains a null byte: %r" % raw)
     cfg.path = raw
+    cfg.near = _near_address(near)
     return cfg
 

@@ -5,7 +5,8 @@ import ctypes
 import errno
 from typing import Any, Optional, Tuple, Union
 
-from ._core import _INT_MAX, _UINTPTR_MAX, _check, _Config, _config, _unsigned, library
+from ._core import (_INT_MAX, _UINTPTR_MAX, NearAddress, _check, _Config, _config, _unsigned,
+                    library)
 
 __all__ = ["probe", "symbolize", "backtrace", "fill_x86_int3"]
 
@@ -14,11 +15,13 @@ _NAME_BUF = 256
 
 
 def probe(backend: Union[str, int] = "auto", pack_size: int = 0, limit: int = 0,
-          flags: int = 0, path: Optional[Union[str, bytes]] = None) -> Tuple[int, str]:
+          flags: int = 0, path: Optional[Union[str, bytes]] = None,
+          near: NearAddress = None) -> Tuple[int, str]:
     """ep_backend_probe(): (0, why) when the backend works here with this
     configuration, else (-errno, the one-line reason).  For "auto", why
-    names the backend AUTO would take.  Bad arguments raise as for Pool()."""
-    cfg: _Config = _config(backend, pack_size, limit, flags, path)
+    names the backend AUTO would take.  Bad arguments raise as for Pool();
+    near as for Pool(): -EADDRNOTAVAIL when nothing that near is free."""
+    cfg: _Config = _config(backend, pack_size, limit, flags, path, near)
     why = ctypes.create_string_buffer(256)
     rc: int = library().ep_backend_probe(cfg.backend, ctypes.byref(cfg), why, len(why))
     return rc, why.value.decode(errors="replace")

@@ -1,0 +1,346 @@
+"""Tests of Pool.shrink() (ep_shrink), Pool(near=...) (ep_config.near) and
+the flag constants (F_JITDUMP among them).
+
+Run by pytest, or as a script by tests/python-binding.sh (exit 0, 1, or 77
+when there is no executable memory here).  EXECPACK_HEADER, when set, is
+include/execpack.h, against which the flag values are checked."""
+
+import ctypes
+import errno
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import execpack
+
+# mov eax, 42; ret
+FORTY_TWO = bytes([0xB8, 0x2A, 0x00, 0x00, 0x00, 0xC3])
+CHUNK = execpack.CHUNK_SIZE
+REACH = 1 << 31  # what a rel32 reaches
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(execpack.__file__)))
+
+
+def libc_abs() -> Tuple[Any, int]:
+    """libc's abs() as a ctypes function and its address."""
+    libc = ctypes.CDLL(None)
+    fn = libc.abs
+    fn.restype = ctypes.c_int
+    fn.argtypes = (ctypes.c_int,)
+    addr = ctypes.cast(fn, ctypes.c_void_p).value
+    assert addr is not None
+    return fn, addr
+
+
+def header_flags() -> Optional[Dict[str, int]]:
+    path = os.environ.get("EXECPACK_HEADER")
+    if not path:
+        return None
+    with open(path) as f:
+        text = f.read()
+    return {name: 1 << int(bit) for name, bit
+            in re.findall(r"#define EP_F_(\w+)\s+\(1u << (\d+)\)", text)}
+
+
+def header_config_fields() -> Optional[List[str]]:
+    path = os.environ.get("EXECPACK_HEADER")
+    if not path:
+        return None
+    with open(path) as f:
+        text = f.read()
+    m = re.search(r"struct ep_config\s*\{(.*?)\};", text, re.S)
+    assert m is not None
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    return re.findall(r"\b(\w+)\s*;", body)
+
+
+class ShrinkTest(unittest.TestCase):
+    backend = "memfd"
+
+    def setUp(self) -> None:
+        # no EP_F_RANDOMIZE: allocations start on a chunk, so the bytes
+        # given back are known exactly
+        self.pool = execpack.Pool(self.backend)
+
+    def tearDown(self) -> None:
+        self.pool.close()
+
+    def used(self) -> int:
+        return self.pool.stats()["used_bytes"]
+
+    def test_before_finalize(self) -> None:
+        base = self.used()
+        img = self.pool.alloc(16 * CHUNK)
+        self.assertEqual(self.used() - base, 16 * CHUNK)
+        ctypes.memmove(img.rw, FORTY_TWO, len(FORTY_TWO))
+        self.pool.shrink(img, len(FORTY_TWO))
+        self.assertEqual(img.size, len(FORTY_TWO))
+        self.assertEqual(self.used() - base, CHUNK, "the chunk holding the code is kept")
+        # the staging buffer past the kept chunk no longer belongs to it
+        with self.assertRaises(OSError) as cm:
+            self.pool.write(img, b"\xc3", offset=CHUNK)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        self.pool.finalize(img)
+        f = execpack.JitFunction(self.pool, img, ctypes.c_int, ())
+        self.assertEqual(f(), 42)
+        self.pool.free(f)
+        self.assertEqual(self.used(), base)
+
+    def test_after_finalize(self) -> None:
+        base = self.used()
+        code = FORTY_TWO + b"\xcc" * (10 * CHUNK - len(FORTY_TWO))
+        f = self.pool.load(code)
+        self.assertEqual(f(), 42)
+        self.assertEqual(self.used() - base, 10 * CHUNK)
+        self.pool.shrink(f, CHUNK + 1)
+        self.assertEqual(f.size, CHUNK + 1)
+        self.assertEqual(self.used() - base, 2 * CHUNK)
+        self.assertEqual(f(), 42, "the kept code still runs")
+        # by address, and again down to one chunk
+        self.pool.shrink(f.address, len(FORTY_TWO))
+        self.assertEqual(self.used() - base, CHUNK)
+        self.assertEqual(f(), 42)
+        # the chunks given back are handed out again
+        g = self.pool.load(FORTY_TWO)
+        self.assertEqual(g(), 42)
+        self.pool.free(g)
+        self.pool.free(f)
+        self.assertEqual(self.used(), base)
+
+    def test_within_the_last_chunk(self) -> None:
+        f = self.pool.load(FORTY_TWO)
+        before = self.used()
+        self.pool.shrink(f, 1)  # the chunk stays: nothing to give back
+        self.assertEqual(self.used(), before)
+        self.assertEqual(f(), 42)
+        self.pool.free(f)
+
+    def test_never_grows(self) -> None:
+        img = self.pool.alloc(4 * CHUNK)
+        for size in (0, 4 * CHUNK + 1, 1 << 20):
+            with self.assertRaises(OSError) as cm:
+                self.pool.shrink(img, size)
+            self.assertEqual(cm.exception.errno, errno.EINVAL, size)
+            self.assertIn("ep_shrink", str(cm.exception))
+        self.assertEqual(img.size, 4 * CHUNK, "unchanged by a failure")
+        self.pool.shrink(img, CHUNK)
+        with self.assertRaises(OSError) as cm:
+            self.pool.shrink(img, 2 * CHUNK)  # more than is left now
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        self.pool.free(img)
+
+    def test_bad_targets(self) -> None:
+        img = self.pool.alloc(4 * CHUNK)
+        with self.assertRaises(OSError) as cm:
+            self.pool.shrink(img.exec + 1, CHUNK)  # not the start
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        with self.assertRaises(ValueError):
+            self.pool.shrink(img, -1)
+        with self.assertRaises(OverflowError):
+            self.pool.shrink(img, 1 << (8 * ctypes.sizeof(ctypes.c_size_t)))
+        with self.assertRaises(TypeError):
+            self.pool.shrink(img, "1")  # type: ignore[arg-type]
+        with self.assertRaises(TypeError):
+            self.pool.shrink("img", 1)  # type: ignore[arg-type]
+        addr = img.exec
+        self.pool.free(img)
+        # a freed Image is refused by the binding, its address by the library
+        targets: Tuple[Union[execpack.Image, int], ...] = (img, addr)
+        for target in targets:
+            with self.assertRaises(OSError) as cm:
+                self.pool.shrink(target, CHUNK)
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+
+    def test_other_pool_and_closed(self) -> None:
+        f = self.pool.load(FORTY_TWO + b"\xcc" * CHUNK)
+        with execpack.Pool(self.backend) as other:
+            with self.assertRaises(OSError) as cm:
+                other.shrink(f, 1)
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+        self.pool.close()
+        with self.assertRaises(OSError) as cm:
+            self.pool.shrink(f, 1)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+
+    def test_large(self) -> None:
+        big = 4 << 20  # larger than a pack: a mapping of its own
+        with execpack.Pool(self.backend, limit=big) as pool:
+            img = pool.alloc(big)
+            ctypes.memmove(img.rw, FORTY_TWO, len(FORTY_TWO))
+            pool.finalize(img)
+            with self.assertRaises(OSError) as cm:
+                pool.alloc(1 << 20)
+            self.assertEqual(cm.exception.errno, errno.EPERM, "the limit is reached")
+            large = pool.stats()["large_bytes"]
+            pool.shrink(img, len(FORTY_TWO))
+            # the pages past it are no longer charged, but stay mapped
+            other = pool.alloc(1 << 20)
+            self.assertEqual(pool.stats()["large_bytes"], large)
+            f = execpack.JitFunction(pool, img, ctypes.c_int, ())
+            self.assertEqual(f(), 42)
+            pool.free(other)
+            pool.free(f)
+
+
+class ShrinkAutoTest(ShrinkTest):
+    """The same on what AUTO takes here (hugetlb, kmod: other page sizes)."""
+    backend = "auto"
+
+
+class NearTest(unittest.TestCase):
+    def assert_near(self, target: int, img: execpack.Image) -> None:
+        for addr in (img.exec, img.exec + img.size - 1):
+            self.assertLess(abs(addr - target), REACH,
+                            "0x%x is out of rel32 reach of 0x%x" % (addr, target))
+
+    def test_allocations_within_reach(self) -> None:
+        fn, target = libc_abs()
+        for backend in ("memfd", "auto"):
+            with execpack.Pool(backend, near=fn) as pool:
+                imgs = [pool.alloc(n) for n in (1, 100, 4096, 64 << 10, 3 << 20)]
+                for img in imgs:
+                    self.assert_near(target, img)
+                for img in imgs:
+                    pool.free(img)
+
+    def test_address_forms(self) -> None:
+        fn, target = libc_abs()
+        forms = (target, ctypes.c_void_p(target), fn,
+                 ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(target))
+        for near in forms:
+            with execpack.Pool("memfd", near=near) as pool:
+                img = pool.alloc(CHUNK)
+                self.assert_near(target, img)
+                # near JIT code of another pool
+                f = pool.load(FORTY_TWO)
+                with execpack.Pool("memfd", near=f) as pool2:
+                    self.assert_near(f.address, pool2.alloc(CHUNK))
+        for anywhere in (None, 0, ctypes.c_void_p()):
+            with execpack.Pool("memfd", near=anywhere) as pool:
+                self.assertEqual(pool.load(FORTY_TWO)(), 42)
+
+    def test_config_follows_the_header(self) -> None:
+        """struct ep_config as the binding passes it: near last, and sz
+        covering it (else the library would take near as NULL)."""
+        cfg_type = execpack._core._Config
+        names = [f[0] for f in cfg_type._fields_]
+        self.assertEqual(names[-1], "near")
+        self.assertEqual(cfg_type.near.offset + ctypes.sizeof(ctypes.c_void_p),
+                         ctypes.sizeof(cfg_type))
+        cfg = execpack._core._config("memfd", 0, 0, 0, None, 0x1000)
+        self.assertEqual(cfg.sz, ctypes.sizeof(cfg_type))
+        self.assertEqual(cfg.near, 0x1000)
+        fields = header_config_fields()
+        if fields is not None:
+            self.assertEqual(names, fields)
+
+    def test_bad_near(self) -> None:
+        with self.assertRaises(TypeError):
+            execpack.Pool(near="0x1000")  # type: ignore[arg-type]
+        with self.assertRaises(TypeError):
+            execpack.Pool(near=1.5)  # type: ignore[arg-type]
+        with self.assertRaises(ValueError):
+            execpack.Pool(near=-1)
+        with self.assertRaises(OverflowError):
+            execpack.Pool(near=1 << (8 * ctypes.sizeof(ctypes.c_void_p)))
+
+    def test_no_room_raises_eaddrnotavail(self) -> None:
+        # the last page of the address space: nothing of a user process
+        # can be mapped within 2 GiB of it on a 64-bit kernel
+        if ctypes.sizeof(ctypes.c_void_p) < 8:
+            self.skipTest("a 32-bit address space is all within reach")
+        top = (1 << 64) - 4096
+        with self.assertRaises(OSError) as cm:
+            with execpack.Pool("memfd", near=top) as pool:
+                pool.alloc(CHUNK)
+        self.assertEqual(cm.exception.errno, errno.EADDRNOTAVAIL, str(cm.exception))
+        self.assertEqual(cm.exception.strerror.split(": ")[-1],
+                         execpack.strerror(errno.EADDRNOTAVAIL))
+
+    def test_probe(self) -> None:
+        fn, target = libc_abs()
+        rc, why = execpack.probe("memfd", near=fn)
+        self.assertEqual(rc, 0, why)
+        if ctypes.sizeof(ctypes.c_void_p) == 8:
+            rc, why = execpack.probe("memfd", near=(1 << 64) - 4096)
+            self.assertEqual(rc, -errno.EADDRNOTAVAIL, why)
+        rc, why = execpack.probe("kmod", near=target, path="/nonexistent/execpack")
+        self.assertIn(rc, (-errno.EOPNOTSUPP, -errno.ENOENT), why)
+
+    def test_call_rel32(self) -> None:
+        if platform.machine() not in ("x86_64", "AMD64"):
+            self.skipTest("x86-64 code: %s" % platform.machine())
+        fn, target = libc_abs()
+        with execpack.Pool("memfd", near=fn) as pool:
+            # sub rsp, 8; call rel32 abs; add rsp, 8; ret  (the stack stays
+            # 16-byte aligned at the call)
+            img = pool.alloc(13)
+            rel = target - (img.exec + 9)
+            code = (bytes([0x48, 0x83, 0xEC, 0x08, 0xE8]) + rel.to_bytes(4, "little", signed=True)
+                    + bytes([0x48, 0x83, 0xC4, 0x08, 0xC3]))
+            ctypes.memmove(img.rw, code, len(code))
+            pool.finalize(img)
+            f = execpack.JitFunction(pool, img, ctypes.c_int, (ctypes.c_int,))
+            self.assertEqual(f(-7), 7)
+            self.assertEqual(f(5), 5)
+            pool.free(f)
+
+
+class FlagsTest(unittest.TestCase):
+    def test_flags_follow_the_header(self) -> None:
+        self.assertEqual(execpack.F_JITDUMP, 1 << 3)
+        flags = header_flags()
+        if flags is None:
+            self.skipTest("EXECPACK_HEADER is not set")
+        self.assertIn("JITDUMP", flags)
+        for name, value in flags.items():
+            self.assertEqual(getattr(execpack, "F_" + name), value, name)
+            self.assertIn("F_" + name, execpack.__all__)
+
+    def test_jitdump_file(self) -> None:
+        """A pool with F_JITDUMP writes jit-<pid>.dump with a named
+        allocation's name and code (in a child: the file is per process)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            script = textwrap.dedent("""\
+                import os, sys
+                sys.path.insert(0, %r)
+                import execpack
+                with execpack.Pool("memfd", flags=execpack.F_JITDUMP) as pool:
+                    f = pool.load(%r)
+                    pool.set_name(f, "jitdump_forty_two")
+                    assert f() == 42
+                print(os.getpid())
+                """) % (PKG_PARENT, FORTY_TWO)
+            env = dict(os.environ, EXECPACK_JITDUMP_DIR=tmp)
+            r = subprocess.run([sys.executable, "-B", "-c", script], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               universal_newlines=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            path = os.path.join(tmp, "jit-%s.dump" % r.stdout.split()[-1])
+            self.assertTrue(os.path.isfile(path), os.listdir(tmp))
+            with open(path, "rb") as f:
+                data = f.read()
+        self.assertIn(b"jitdump_forty_two\0", data)
+        self.assertIn(FORTY_TWO, data)
+
+
+def main() -> int:
+    try:
+        with execpack.Pool():
+            pass
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM, errno.ENODEV):
+            print("SKIP: no executable memory here: %s" % e)
+            return 77
+        raise
+    prog = unittest.main(exit=False, verbosity=2)
+    return 0 if prog.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
