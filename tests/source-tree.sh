@@ -13,7 +13,9 @@
 #     (build-aux/ltmain.sh was, through a .gitignore rule that re-included
 #     it);
 #   - README's layout names every libexecpack/*.c, and doc/design.md's
-#     "Where things are" table every libexecpack/*.c and *.h.
+#     "Where things are" table every libexecpack/*.c and *.h;
+#   - every source file (C, C++, shell, Python, automake) has an SPDX
+#     licence line at its top.
 # Environment: top_srcdir (make check).
 set -u
 
@@ -96,9 +98,23 @@ for f in "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h; do
 		fail "doc/design.md's table of files does not name $b"
 done
 
+# --- licence lines ---------------------------------------------------------------
+# Every source file says its licence in its first lines (SPDX), whatever
+# the tarball or checkout it is read from.
+nspdx=0
+for f in $(cd "$srcdir" && find include libexecpack tests examples fuzz build-aux python \
+	\( -name '*.c' -o -name '*.h' -o -name '*.cc' -o -name '*.sh' -o -name '*.py' \
+	-o -name '*.am' \) ! -path '*/.libs/*' ! -name 'ltmain.sh' 2>/dev/null) \
+	configure.ac Makefile.am; do
+	[ -f "$srcdir/$f" ] || continue
+	nspdx=$((nspdx + 1))
+	head -n 3 "$srcdir/$f" | grep -q 'SPDX-License-Identifier: ' ||
+		fail "$f has no SPDX-License-Identifier line at its top"
+done
+
 if [ "$failures" -ne 0 ]; then
 	echo "$failures problem(s)"
 	exit 1
 fi
-echo "PASS: $nmacros configure checks used, $nfns internal functions used, generated files in git: $tracked, $ndocs files in README and design.md"
+echo "PASS: $nmacros configure checks used, $nfns internal functions used, generated files in git: $tracked, $ndocs files in README and design.md, $nspdx files with an SPDX line"
 exit 0

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """execpack - run machine code from Python with libexecpack (ctypes only).
 
     import ctypes, execpack

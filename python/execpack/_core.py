@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """execpack._core: the library, its pools and the code loaded into them
 (the user's documentation is the package's, in __init__.py)."""
 

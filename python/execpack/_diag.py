@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """execpack._diag: what the library says about code and backends (names,
 backtraces, backend probes) and the trap fill, outside any one pool."""
 

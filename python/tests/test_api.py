@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Tests of the rest of the binding: names and symbolize, unwind kinds,
 backtraces, backend probes and reasons, the trap fill, the package's
 version and type information.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Tests of the ctypes binding: pools, loading, lifetimes, integer checks.
 
 Run by pytest (python3 -m pytest python/tests), or directly as a script by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 """Tests of Pool.shrink() (ep_shrink), Pool(near=...) (ep_config.near) and
 the flag constants (F_JITDUMP among them).
 
