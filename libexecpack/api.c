@@ -44,8 +44,13 @@ static uint64_t g_pool_ids;
 
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 {
-	/* (every pool call comes after this one: the hooks may test a word) */
-	__atomic_store_n(&ep__valgrind, RUNNING_ON_VALGRIND ? 1 : 0, __ATOMIC_RELAXED);
+	/* (every pool call comes after this one: the hooks may test a word;
+	 * written only when it changes, so that later pools, made while other
+	 * threads read it, never write it) */
+	int vg = RUNNING_ON_VALGRIND ? 1 : 0;
+
+	if (__atomic_load_n(&ep__valgrind, __ATOMIC_RELAXED) != vg)
+		__atomic_store_n(&ep__valgrind, vg, __ATOMIC_RELAXED);
 	if (!out)
 		return -EINVAL;
 	*out = NULL;

@@ -974,9 +974,12 @@ static void sub_start(struct ep__sub *pool)
 {
 	seed_random(pool);
 	ep__lock_init(&pool->lock);
-	/* (read by ep_pool_stats() without the lock, by design) */
-	if (ep__under_valgrind())
+	/* (read without the lock, by design: the counts by ep_pool_stats(),
+	 * the owner by an exiting thread and by frees from other threads) */
+	if (ep__under_valgrind()) {
 		VALGRIND_HG_DISABLE_CHECKING(&pool->tally, sizeof(pool->tally));
+		VALGRIND_HG_DISABLE_CHECKING(&pool->owner, sizeof(pool->owner));
+	}
 
 	ep__fork_track(pool);
 }
@@ -1095,8 +1098,10 @@ void ep__heap_destroy(struct ep__sub *pool)
 	if (!pool->shares_backend)
 		pool->ops->close(pool->be);
 	ep__lock_destroy(&pool->lock);
-	if (ep__under_valgrind())
+	if (ep__under_valgrind()) {
 		VALGRIND_HG_ENABLE_CHECKING(&pool->tally, sizeof(pool->tally));
+		VALGRIND_HG_ENABLE_CHECKING(&pool->owner, sizeof(pool->owner));
+	}
 	free(pool->by_slot);
 	free(pool->fits);
 	free(pool->ranges);
