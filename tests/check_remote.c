@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_remote.c - ep_free() of an allocation another thread made: such a
- * free takes no lock of the owner's heap (libexecpack(7), "Threads"), and
+ * free takes no lock of the owner's heap (libexecpack(7), THREAD SAFETY), and
  * every promise of ep_free(3) still holds the moment it returns:
  *
  *   traps     the code is refilled (with the pool's fill) before ep_free()
