@@ -95,7 +95,7 @@ struct ep_image {
 };
 
 struct ep_stats {
-	size_t packs;        /* packs mapped, the cached empty one included */
+	size_t packs;        /* packs mapped, the empty ones kept included */
 	size_t pack_bytes;   /* their total size */
 	size_t used_bytes;   /* 64-byte chunks in use in packs, in bytes */
 	size_t live_allocs;  /* live allocations, packed and large */
