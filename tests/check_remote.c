@@ -29,6 +29,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 
 #include "reliability.h"
@@ -576,40 +577,76 @@ static void *handoff_freer(void *arg)
 	}
 }
 
+/*
+ * A child whose parent's other threads were inside the library leaves
+ * here: under Valgrind it says 'k' and kills itself, because memcheck's
+ * leak check at its exit would call lost what those threads (absent in
+ * the child) were holding in their registers.
+ */
+static void child_exit_ok(int fd) __attribute__((noreturn));
+
+static void child_exit_ok(int fd)
+{
+	if (RUNNING_ON_VALGRIND && write(fd, "k", 1) == 1)
+		kill(getpid(), SIGKILL);
+	_exit(0);
+}
+
 START_TEST(test_fork_during_remote_frees)
 {
 	struct handoff c = { .pool = new_pool(0, 0) };
 	pthread_t maker, freer;
 	void *mine[64];
-	int forks = rel_quick() ? 5 : 30;
+	int forks = rel_quick() ? 5 : 30, bad_child = -1, bad_status = 0;
 
 	for (int i = 0; i < 64; i++)
 		ck_assert_int_eq(rel_jit(c.pool, 128, (uint32_t)i, &mine[i]), 0);
 	ck_assert_int_eq(pthread_create(&maker, NULL, handoff_maker, &c), 0);
 	ck_assert_int_eq(pthread_create(&freer, NULL, handoff_freer, &c), 0);
-	for (int k = 0; k < forks; k++) {
+	/* (no assertion until the threads are joined: it would leave this
+	 * frame while they still use c) */
+	for (int k = 0; k < forks && bad_child < 0; k++) {
+		int fds[2];
+
+		if (pipe(fds)) {
+			bad_child = k;
+			bad_status = -errno;
+			break;
+		}
 		pid_t pid = fork();
 
-		ck_assert_int_ge(pid, 0);
 		if (pid == 0) {
 			void *x;
 
+			close(fds[0]);
 			CHILD_CHECK(rel_jit(c.pool, 64, 99, &x) == 0, "child JIT");
 			CHILD_CHECK(rel_call(x) == 99, "child call");
 			for (int i = 0; i < 64; i++)
 				CHILD_CHECK(rel_call(mine[i]) == i, "inherited program %d", i);
 			CHILD_CHECK(ep_free(c.pool, x) == 0, "child free");
 			CHILD_CHECK(ep_free(c.pool, mine[0]) == 0, "child free of the parent's");
-			_exit(0);
+			child_exit_ok(fds[1]);
 		}
-		int st;
+		close(fds[1]);
+		int st = 0;
+		char said = 0;
 
-		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+		if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+			bad_status = -1;
+		} else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && read(fds[0], &said, 1) == 1 &&
+			   said == 'k') {
+			st = 0;
+		} else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			bad_status = st;
+		}
+		close(fds[0]);
+		if (bad_status)
+			bad_child = k;
 	}
 	__atomic_store_n(&c.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(maker, NULL);
 	pthread_join(freer, NULL);
+	ck_assert_msg(bad_child < 0, "child %d: status %d", bad_child, bad_status);
 	ck_assert_int_eq(c.bad, 0);
 	void *last = __atomic_exchange_n(&c.slot, NULL, __ATOMIC_ACQUIRE);
 
