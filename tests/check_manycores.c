@@ -238,25 +238,7 @@ static int recv_timeout(int fd, char *c, double secs)
 	return n == 1 ? rel_recv(fd, c) : -1;
 }
 
-/*
- * A child of a parent whose other threads were inside the library leaves
- * here once its checks passed.  What those threads were building at the
- * fork (a pool half created, say) is reachable only from their registers,
- * which the child does not have: memcheck's leak check at the child's exit
- * would call that lost and fail it.  So under Valgrind the child says 'k'
- * on fd and kills itself (no leak check then); child_result() takes that
- * for a clean exit.
- */
-static void child_exit_ok(int fd) __attribute__((noreturn));
-
-static void child_exit_ok(int fd)
-{
-	if (RUNNING_ON_VALGRIND && rel_send(fd, 'k') == 0)
-		kill(getpid(), SIGKILL);
-	_exit(0);
-}
-
-/* wait_child() for a child that ends with child_exit_ok(fd). */
+/* wait_child() for a child that ends with rel_child_exit_ok(fd). */
 static int child_result(pid_t pid, int fd)
 {
 	int st = wait_child(pid, child_timeout());
@@ -1498,7 +1480,7 @@ START_TEST(test_fork_busy_threads)
 			struct ep_stats sst;
 
 			CHILD_OK(ep_pool_stats(pool, &sst));
-			child_exit_ok(done[1]);
+			rel_child_exit_ok(done[1]);
 		}
 		st = child_result(pid, done[0]);
 		if (st != 0)
@@ -1589,7 +1571,7 @@ START_TEST(test_fork_naming_thread)
 			CHILD_OK(small_pool(&p));
 			child_cycle(p, 0x0d000000u | (uint32_t)k);
 			ep_pool_destroy(p);
-			child_exit_ok(done[1]);
+			rel_child_exit_ok(done[1]);
 		}
 		st = child_result(pid, done[0]);
 		if (st != 0)

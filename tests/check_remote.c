@@ -29,7 +29,6 @@
 #include <check.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdbool.h>
 
 #include "reliability.h"
@@ -577,21 +576,6 @@ static void *handoff_freer(void *arg)
 	}
 }
 
-/*
- * A child whose parent's other threads were inside the library leaves
- * here: under Valgrind it says 'k' and kills itself, because memcheck's
- * leak check at its exit would call lost what those threads (absent in
- * the child) were holding in their registers.
- */
-static void child_exit_ok(int fd) __attribute__((noreturn));
-
-static void child_exit_ok(int fd)
-{
-	if (RUNNING_ON_VALGRIND && write(fd, "k", 1) == 1)
-		kill(getpid(), SIGKILL);
-	_exit(0);
-}
-
 START_TEST(test_fork_during_remote_frees)
 {
 	struct handoff c = { .pool = new_pool(0, 0) };
@@ -625,7 +609,7 @@ START_TEST(test_fork_during_remote_frees)
 				CHILD_CHECK(rel_call(mine[i]) == i, "inherited program %d", i);
 			CHILD_CHECK(ep_free(c.pool, x) == 0, "child free");
 			CHILD_CHECK(ep_free(c.pool, mine[0]) == 0, "child free of the parent's");
-			child_exit_ok(fds[1]);
+			rel_child_exit_ok(fds[1]);
 		}
 		close(fds[1]);
 		int st = 0;
