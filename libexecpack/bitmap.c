@@ -119,24 +119,33 @@ static void leaf_set(struct ep__fit_node *nd, uint64_t w)
 	}
 	nd->pre = (uint32_t)__builtin_ctzll(w);
 	nd->suf = (uint32_t)__builtin_clzll(w);
-	/* longest run of ones in z = ~w, one run per step (w != 0, so z has a
-	 * clear bit and every shift below is by less than 64) */
-	uint64_t z = ~w;
-	uint32_t m = 0;
+	/* Longest run of ones in z = ~w (shorter than 64, as w != 0) by
+	 * binary lifting: r[k] has bit p set where a run of 2^k ones starts at
+	 * p; then the longest length is built greedily from the largest step
+	 * down.  A fixed dozen steps, instead of a loop over the runs whose
+	 * count the branch predictor cannot guess. */
+	uint64_t r[6];
 
-	while (z) {
-		z >>= __builtin_ctzll(z);
-		uint32_t run = (uint32_t)__builtin_ctzll(~z);
+	r[0] = ~w;
+#pragma GCC unroll 6
+	for (int k = 1; k < 6; k++)
+		r[k] = r[k - 1] & (r[k - 1] >> (1u << (k - 1)));
+	uint64_t at = ~(uint64_t)0; /* where a run of len ones starts */
+	uint32_t len = 0;
 
-		if (run > m)
-			m = run;
-		z = run < 64 ? z >> run : 0;
+#pragma GCC unroll 6
+	for (int k = 5; k >= 0; k--) {
+		uint64_t c = at & (r[k] >> len);
+		uint64_t none = (uint64_t)(c == 0);
+
+		len += (uint32_t)(1 - none) << k;
+		at = c | (at & (0 - none)); /* (masks, not branches) */
 	}
-	nd->max = m;
+	nd->max = len;
 }
 
 /* Recompute a node from its children; returns whether it changed. */
-static bool node_pull(struct ep__fit_node *nodes, size_t node, uint32_t half)
+static inline __attribute__((always_inline)) bool node_pull(struct ep__fit_node *nodes, size_t node, uint32_t half)
 {
 	const struct ep__fit_node *l = &nodes[2 * node], *r = l + 1;
 	struct ep__fit_node *nd = &nodes[node];
@@ -194,31 +203,45 @@ void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
 		return;
 	size_t lo = pos / 64, hi = (pos + n - 1) / 64;
 
-	for (size_t i = lo; i <= hi; i++) {
-		if (!ep__bitmap_test(fit->dirty, i)) {
-			ep__bitmap_set(fit->dirty, i, 1);
-			fit->ndirty++;
-		}
+	for (size_t i = lo; i <= hi; i++)
+		ep__fit_mark_leaf(fit, i);
+}
+
+/* A leaf's word changed: recompute it and its ancestors. */
+static void leaf_update(struct ep__fit *fit, const uint64_t *map, size_t i)
+{
+	size_t node = fit->nleaves + i;
+
+	leaf_set(&fit->node[node], leaf_word(fit, map, i));
+	/* ancestors only change while their children do */
+	for (uint32_t half = 64; node > 1; half *= 2) {
+		node /= 2;
+		if (!node_pull(fit->node, node, half))
+			break;
 	}
 }
 
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
 {
-	if (!fit->ndirty)
-		return;
-	for (size_t i = ep__bitmap_next_set(fit->dirty, fit->nleaves, 0); i < fit->nleaves;
-	     i = ep__bitmap_next_set(fit->dirty, fit->nleaves, i + 1)) {
-		size_t node = fit->nleaves + i;
+	if (fit->ndirty <= EP__FIT_LIST) {
+		for (size_t k = 0; k < fit->ndirty; k++) {
+			size_t i = fit->list[k];
 
-		leaf_set(&fit->node[node], leaf_word(fit, map, i));
-		/* ancestors only change while their children do */
-		for (uint32_t half = 64; node > 1; half *= 2) {
-			node /= 2;
-			if (!node_pull(fit->node, node, half))
-				break;
+			fit->dirty[i / 64] &= ~((uint64_t)1 << (i % 64));
+			leaf_update(fit, map, i);
 		}
+		fit->ndirty = 0;
+		return;
 	}
-	memset(fit->dirty, 0, EP__BITMAP_WORDS(fit->nleaves) * sizeof(uint64_t));
+	const size_t words = EP__BITMAP_WORDS(fit->nleaves);
+
+	for (size_t dw = 0; dw < words; dw++) {
+		uint64_t d = fit->dirty[dw];
+
+		fit->dirty[dw] = 0;
+		for (; d; d &= d - 1)
+			leaf_update(fit, map, dw * 64 + (size_t)__builtin_ctzll(d));
+	}
 	fit->ndirty = 0;
 }
 
@@ -254,7 +277,8 @@ size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n)
 		size_t l = 2 * node;
 		bool right = nd[l].max < n;
 
-		if (__builtin_expect(right && (size_t)nd[l].suf + nd[l + 1].pre >= n, 0))
+		/* (& rather than &&: no branch on the coin toss) */
+		if (__builtin_expect(right & ((size_t)nd[l].suf + nd[l + 1].pre >= n), 0))
 			return start + half - nd[l].suf;
 		node = l + right;
 		start += right ? half : 0;

@@ -107,12 +107,17 @@ struct ep__fit_node {
 	uint32_t pre, suf, max;
 };
 
+/* Dirty leaves listed for the flush (most changes touch one or two words;
+ * beyond this many, the flush scans the dirty bitmap). */
+#define EP__FIT_LIST 8
+
 struct ep__fit {
 	size_t nbits;
 	size_t nleaves;            /* words, rounded up to a power of two */
 	struct ep__fit_node *node; /* 2 * nleaves entries, node 1 is the root */
 	uint64_t *dirty;           /* leaves whose word changed since the last flush */
 	size_t ndirty;
+	uint32_t list[EP__FIT_LIST]; /* the first dirty leaves */
 };
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits);
@@ -123,17 +128,24 @@ void ep__fit_destroy(struct ep__fit *fit);
  * touched.  A leaf changed many times between two searches is recomputed
  * once.  ep__fit_longest() and ep__fit_find() need a flushed tree.
  */
+static inline void ep__fit_mark_leaf(struct ep__fit *fit, size_t leaf)
+{
+	if (!ep__bitmap_test(fit->dirty, leaf)) {
+		fit->dirty[leaf / 64] |= (uint64_t)1 << (leaf % 64);
+		if (fit->ndirty < EP__FIT_LIST)
+			fit->list[fit->ndirty] = (uint32_t)leaf;
+		fit->ndirty++;
+	}
+}
 void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n);
 static inline void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
 {
 	size_t leaf = pos / 64;
 
-	if (n == 0 || leaf != (pos + n - 1) / 64) {
+	if (n == 0 || leaf != (pos + n - 1) / 64)
 		ep__fit_mark_far(fit, pos, n);
-	} else if (!ep__bitmap_test(fit->dirty, leaf)) {
-		fit->dirty[leaf / 64] |= (uint64_t)1 << (leaf % 64);
-		fit->ndirty++;
-	}
+	else
+		ep__fit_mark_leaf(fit, leaf);
 }
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map);
 /* Longest clear run anywhere in the map. */
