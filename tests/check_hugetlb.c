@@ -162,8 +162,11 @@ START_TEST(test_auto_falls_back_to_small_pages)
 		ck_assert_msg(rc == 0, "alloc %d: %s", n, ep_strerror(rc));
 		long kb = tu_kernel_page_kb(f[n]);
 
-		ck_assert(kb == 2048 || kb == 4);
-		n++;
+		/* (the heap's first pack is 4 KiB-paged: AUTO spends a huge
+		 * page only once a pack's worth of code is committed) */
+		ck_assert(n == 0 ? kb == 4 : (kb == 2048 || kb == 4));
+		if (n++ == 0)
+			continue;
 		if (kb == 4 && ++small == 2)
 			break;
 	}

@@ -1,0 +1,112 @@
+/*
+ * commit.c - how much of a pack is committed: filled and executable.
+ *
+ * A pack reserves its whole pack_size of address space and file, which cost
+ * nothing until touched, but fills and maps executable only a prefix: the
+ * first EP__COMMIT_FIRST bytes, doubled when first fit finds no room in
+ * the committed part of any pack, before a new pack is made.  The chunks
+ * past the prefix are outside the pack as the rest of the library sees it
+ * (p->nchunks counts the committed ones; the bitmaps are sized for the
+ * whole pack and clear past it), and its exec view there is PROT_NONE, so
+ * a stray jump faults.  A pool with one small program costs one prefix of
+ * resident memory instead of a whole trap-filled pack.
+ *
+ * Whole packs are committed at once where a prefix cannot grow: sealed
+ * views (EP_F_SEAL: mseal() forbids the mprotect() of a later commit),
+ * huge pages (one page is the whole pack), and backends without map_part
+ * (kmod: the module maps and fills its packs itself).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "pool.h"
+
+/* The first prefix: what a few small programs need, rounded to pages,
+ * doubled until the first request (n chunks) fits. */
+static size_t commit_first(const struct ep__sub *h, size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), c = EP__COMMIT_FIRST;
+
+	c = (c + page - 1) / page * page;
+	while (c < n * CHUNK && c < h->pack_size)
+		c *= 2;
+	return c < h->pack_size ? c : h->pack_size;
+}
+
+static size_t heap_committed(const struct ep__sub *h)
+{
+	return (size_t)(h->tally.commit_in - h->tally.commit_out);
+}
+
+int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n)
+{
+	int rc;
+
+	if (h->ops->map_part && !(h->flags & EP_F_SEAL))
+		rc = h->ops->map_part(h->be, h->pack_size, commit_first(h, n), heap_committed(h),
+				      h->fill, h->fill_ctx, &p->r);
+	else
+		rc = h->ops->map(h->be, h->pack_size, h->fill, h->fill_ctx, &p->r);
+	if (rc)
+		return rc;
+	if (!p->r.committed)
+		p->r.committed = p->r.size; /* (a backend that maps whole regions) */
+	p->nchunks = p->r.committed / CHUNK;
+	ep__tally(&h->tally.commit_in, p->r.committed);
+	return 0;
+}
+
+/*
+ * Commit enough of p for a run of n chunks after its last used one:
+ * doubling the prefix (so a pack grows in a few steps), filling the new
+ * part before it is executable.  Only when first fit found no room in any
+ * pack, never on the common path.  -ENOSPC: p cannot grow that far.
+ */
+int ep__pack_grow(struct ep__sub *h, struct ep__pack *p, size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t size = p->r.size, have = p->r.committed;
+
+	if (!h->ops->commit || have >= size || p->r.sealed)
+		return -ENOSPC;
+	size_t last = p->nchunks ? ep__bitmap_prev_set(p->used, p->nchunks - 1) : SIZE_MAX;
+	size_t from = last == SIZE_MAX ? 0 : last + 1;
+
+	if (n > size / CHUNK - from)
+		return -ENOSPC;
+	size_t need = (from + n) * CHUNK, want = have;
+
+	while (want < need)
+		want *= 2;
+	want = (want + page - 1) / page * page;
+	if (want > size)
+		want = size;
+	if (want <= have)
+		return -ENOSPC;
+
+	int rc = ep__own_region(h, &p->r); /* (after fork: never fill the parent's) */
+
+	if (rc)
+		return rc;
+	struct ep__fit fit;
+	size_t nchunks = want / CHUNK;
+
+	/* (the bits past the prefix are clear: the new tree sees them free) */
+	if (ep__fit_init(&fit, p->used, nchunks))
+		return -ENOMEM;
+	if ((rc = h->ops->commit(h->be, &p->r, want, h->fill, h->fill_ctx))) {
+		ep__fit_destroy(&fit);
+		return rc;
+	}
+	ep__fit_destroy(&p->fit);
+	p->fit = fit;
+	ep__pack_write_begin(p); /* (remote.c reads nchunks) */
+	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
+	ep__pack_write_end(p);
+	p->free_chunks += nchunks - have / CHUNK;
+	/* first_free stays: the lowest clear chunk, or the old end, now clear */
+	ep__tally(&h->tally.commit_in, want - have);
+	return 0;
+}
