@@ -3,7 +3,7 @@
  *
  * A pack reserves its whole pack_size of address space and file, which cost
  * nothing until touched, but fills and maps executable only a prefix: the
- * first EP__COMMIT_FIRST bytes, doubled when first fit finds no room in
+ * first EP__COMMIT_FIRST bytes, grown when first fit finds no room in
  * the committed part of any pack, before a new pack is made.  The chunks
  * past the prefix are outside the pack as the rest of the library sees it
  * (p->nchunks counts the committed ones; the bitmaps are sized for the
@@ -35,6 +35,19 @@ static size_t commit_first(const struct ep__sub *h, size_t n)
 	return c < h->pack_size ? c : h->pack_size;
 }
 
+/*
+ * How much a prefix of have bytes grows by: the first commit's size while
+ * it is small, an eighth of it after.  Doubling would leave up to half of
+ * a pool's last pack committed and unused (a pool of 1,000 programs would
+ * commit 1 MiB for 0.5 MiB of code); an eighth keeps that to a few percent,
+ * in about twenty steps to a whole 2 MiB pack, each an mprotect() and a
+ * rebuilt fit tree, taken only when first fit finds no room.
+ */
+static size_t grow_step(size_t have)
+{
+	return have / 8 > EP__COMMIT_FIRST ? have / 8 : EP__COMMIT_FIRST;
+}
+
 static size_t heap_committed(const struct ep__sub *h)
 {
 	return (size_t)(h->tally.commit_in - h->tally.commit_out);
@@ -59,9 +72,8 @@ int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n)
 }
 
 /*
- * Commit enough of p for a run of n chunks after its last used one:
- * doubling the prefix (so a pack grows in a few steps), filling the new
- * part before it is executable.  Only when first fit found no room in any
+ * Commit enough of p for a run of n chunks after its last used one, in
+ * grow_step()s, filling the new part before it is executable.  Only when first fit found no room in any
  * pack, never on the common path.  -ENOSPC: p cannot grow that far.
  */
 int ep__pack_grow(struct ep__sub *h, struct ep__pack *p, size_t n)
@@ -79,7 +91,7 @@ int ep__pack_grow(struct ep__sub *h, struct ep__pack *p, size_t n)
 	size_t need = (from + n) * CHUNK, want = have;
 
 	while (want < need)
-		want *= 2;
+		want += grow_step(want);
 	want = (want + page - 1) / page * page;
 	if (want > size)
 		want = size;

@@ -221,7 +221,7 @@ START_TEST(test_growth_keeps_code_and_first_fit)
 {
 	struct fill_watch w = { 0 };
 	struct ep_pool *p = memfd_pool(watch_fill, &w);
-	enum { N = 20000 }; /* 1.25 MiB of 64-byte programs: several doublings */
+	enum { N = 20000 }; /* 1.25 MiB of 64-byte programs: several growths */
 	void **f = calloc(N, sizeof(*f));
 	size_t seen = first_commit(), grew = 0;
 	int rc;
@@ -242,7 +242,7 @@ START_TEST(test_growth_keeps_code_and_first_fit)
 			ck_assert_uint_eq(pack_bytes(p), rx);
 			if (rx > seen) {
 				ck_assert_uint_eq(rx % page(), 0);
-				ck_assert_uint_le(rx, 2 * seen); /* doubled at most */
+				ck_assert_uint_le(rx, 2 * seen); /* in steps, never more than double */
 				seen = rx;
 				grew++;
 			}
