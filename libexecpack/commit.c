@@ -57,8 +57,13 @@ int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n)
 {
 	int rc;
 
+	size_t held = heap_committed(h);
+
+	/* a heap that holds a pack's worth of code already: whole packs, as
+	 * their tails would soon be committed anyway (see doc/performance.md) */
 	if (h->ops->map_part && !(h->flags & EP_F_SEAL))
-		rc = h->ops->map_part(h->be, h->pack_size, commit_first(h, n), heap_committed(h),
+		rc = h->ops->map_part(h->be, h->pack_size,
+				      held >= h->pack_size ? h->pack_size : commit_first(h, n), held,
 				      h->fill, h->fill_ctx, &p->r);
 	else
 		rc = h->ops->map(h->be, h->pack_size, h->fill, h->fill_ctx, &p->r);
