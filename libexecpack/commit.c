@@ -9,7 +9,10 @@
  * (p->nchunks counts the committed ones; the bitmaps are sized for the
  * whole pack and clear past it), and its exec view there is PROT_NONE, so
  * a stray jump faults.  A pool with one small program costs one prefix of
- * resident memory instead of a whole trap-filled pack.
+ * resident memory instead of a whole trap-filled pack.  A heap that has
+ * committed a pack's worth of code already gets whole packs: their tails
+ * would be committed soon anyway, and growing them in steps moved their
+ * fill into the allocations of a busy pool (doc/performance.md).
  *
  * Whole packs are committed at once where a prefix cannot grow: sealed
  * views (EP_F_SEAL: mseal() forbids the mprotect() of a later commit),

@@ -307,6 +307,28 @@ START_TEST(test_big_first_request)
 }
 END_TEST
 
+/* A heap that holds a pack's worth of code gets whole packs. */
+START_TEST(test_big_heap_whole_packs)
+{
+	struct ep_pool *p = memfd_pool(NULL, NULL);
+	int rc;
+	void *f = tu_jit_ret(p, PACK, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(rx_bytes(f), PACK);
+	void *g = tu_jit_ret(p, 64, 2, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(rx_bytes(g), PACK);
+	ck_assert_uint_eq(pack_bytes(p), 2 * PACK);
+	ck_assert_int_eq(tu_as_fn(f)(), 1);
+	ck_assert_int_eq(tu_as_fn(g)(), 2);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ck_assert_int_eq(ep_free(p, g), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_limit_counts_programs)
 {
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
@@ -434,6 +456,7 @@ int main(void)
 	tcase_add_test(tc, test_one_program_pss);
 	tcase_add_test(tc, test_growth_keeps_code_and_first_fit);
 	tcase_add_test(tc, test_big_first_request);
+	tcase_add_test(tc, test_big_heap_whole_packs);
 	tcase_add_test(tc, test_limit_counts_programs);
 	tcase_add_test(tc, test_sealed_commits_whole);
 	tcase_add_test(tc, test_fork_child_grows_its_copy);
