@@ -16,12 +16,14 @@
  *
  * Whole packs are committed at once where a prefix cannot grow: sealed
  * views (EP_F_SEAL: mseal() forbids the mprotect() of a later commit),
+ * processes that refuse gaining exec (PR_SET_MDWE: the same mprotect()),
  * huge pages (one page is the whole pack), and backends without map_part
  * (kmod: the module maps and fills its packs itself).
  */
 #include "config.h"
 
 #include <errno.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "pool.h"
@@ -51,6 +53,23 @@ static size_t grow_step(size_t have)
 	return have / 8 > EP__COMMIT_FIRST ? have / 8 : EP__COMMIT_FIRST;
 }
 
+#ifndef PR_GET_MDWE
+#define PR_GET_MDWE 66
+#endif
+#ifndef PR_MDWE_REFUSE_EXEC_GAIN
+#define PR_MDWE_REFUSE_EXEC_GAIN 1
+#endif
+
+/* Whether mprotect() may not add PROT_EXEC here (PR_SET_MDWE): then a
+ * prefix could never grow, and every pack is committed whole.  Asked at
+ * each new pack, as a process may turn it on at any time. */
+static bool exec_gain_refused(void)
+{
+	int r = prctl(PR_GET_MDWE, 0L, 0L, 0L, 0L);
+
+	return r > 0 && (r & PR_MDWE_REFUSE_EXEC_GAIN);
+}
+
 static size_t heap_committed(const struct ep__sub *h)
 {
 	return (size_t)(h->tally.commit_in - h->tally.commit_out);
@@ -66,8 +85,10 @@ int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n)
 	 * their tails would soon be committed anyway (see doc/performance.md) */
 	if (h->ops->map_part && !(h->flags & EP_F_SEAL))
 		rc = h->ops->map_part(h->be, h->pack_size,
-				      held >= h->pack_size ? h->pack_size : commit_first(h, n), held,
-				      h->fill, h->fill_ctx, &p->r);
+				      held >= h->pack_size || exec_gain_refused()
+					      ? h->pack_size
+					      : commit_first(h, n),
+				      held, h->fill, h->fill_ctx, &p->r);
 	else
 		rc = h->ops->map(h->be, h->pack_size, h->fill, h->fill_ctx, &p->r);
 	if (rc)
