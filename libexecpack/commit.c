@@ -95,7 +95,8 @@ int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n)
 		return rc;
 	if (!p->r.committed)
 		p->r.committed = p->r.size; /* (a backend that maps whole regions) */
-	p->nchunks = p->r.committed / CHUNK;
+	/* (a reused pack: a stale remote free may still read it, remote.c) */
+	__atomic_store_n(&p->nchunks, p->r.committed / CHUNK, __ATOMIC_RELAXED);
 	ep__tally(&h->tally.commit_in, p->r.committed);
 	return 0;
 }
