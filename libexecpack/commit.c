@@ -43,9 +43,8 @@ static size_t commit_first(const struct ep__sub *h, size_t n)
 /*
  * How much a prefix of have bytes grows by: the first commit's size while
  * it is small, an eighth of it after.  Doubling would leave up to half of
- * a pool's last pack committed and unused (a pool of 1,000 programs would
- * commit 1 MiB for 0.5 MiB of code); an eighth keeps that to a few percent,
- * in about twenty steps to a whole 2 MiB pack, each an mprotect() and a
+ * a pool's last pack committed and unused; an eighth keeps that small, in
+ * about twenty steps to a whole 2 MiB pack, each an mprotect() and a
  * rebuilt fit tree, taken only when first fit finds no room.
  */
 static size_t grow_step(size_t have)
