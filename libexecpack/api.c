@@ -208,12 +208,15 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 	VG_HAPPENS_AFTER(&pool->heaps);
 	uint64_t packs_out = 0, allocs = 0, used_in = 0, large_in = 0, lbytes_in = 0;
 	uint64_t frees = 0, used_out = 0, large_out = 0, lbytes_out = 0, packs_in = 0;
+	uint64_t commit_out = 0, commit_in = 0;
 
 #define READ(field) __atomic_load_n(&h->tally.field, __ATOMIC_ACQUIRE)
 	/* (within a pass, a count before the one its writer raises after it,
 	 * or the other way round, so that large_bytes covers large_allocs) */
-	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
 		packs_out += READ(packs_out);
+		commit_out += READ(commit_out);
+	}
 	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
 		allocs += READ(allocs);
 		used_in += READ(used_in);
@@ -229,12 +232,15 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 		used_out += __atomic_load_n(&h->rused_out, __ATOMIC_ACQUIRE);
 		frees += __atomic_load_n(&h->rfrees, __ATOMIC_ACQUIRE);
 	}
-	for (const struct ep__sub *h = heaps; h; h = h->next_heap)
+	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+		commit_in += READ(commit_in);
 		packs_in += READ(packs_in);
+	}
 #undef READ
 	memset(out, 0, sizeof(*out));
 	out->packs = (size_t)(packs_in - packs_out);
-	out->pack_bytes = out->packs * pool->first->pack_size;
+	/* committed bytes (commit.c), what the packs cost */
+	out->pack_bytes = commit_in > commit_out ? (size_t)(commit_in - commit_out) : 0;
 	out->live_allocs = allocs > frees ? (size_t)(allocs - frees) : 0;
 	out->used_bytes = used_in > used_out ? (size_t)(used_in - used_out) : 0;
 	out->large_allocs = large_in > large_out ? (size_t)(large_in - large_out) : 0;

@@ -190,6 +190,31 @@ static int hugetlb_map(struct ep__backend *be, size_t size, ep_fill_fn fill, voi
 	return no_huge_page(rc) ? -ENOSPC : rc; /* no huge page left: say so */
 }
 
+/*
+ * Under AUTO a heap's packs are 4 KiB-paged and committed as they fill
+ * (commit.c) until the heap has committed one pack's worth of code: a huge
+ * page saves iTLB misses only for more code than a few dozen 4 KiB pages
+ * hold, and costs its whole 2 MiB at once, resident, in every process that
+ * JITs a little.  A pool that asked for hugetlb gets huge pages at once.
+ */
+static int hugetlb_map_part(struct ep__backend *be, size_t size, size_t commit, size_t held,
+			    ep_fill_fn fill, void *ctx, struct ep__region *out)
+{
+	if (!be->fallback || held >= size)
+		return hugetlb_map(be, size, fill, ctx, out);
+	int rc = ep__memfd_map_part(&be->small, size, commit, fill, ctx, out);
+
+	out->handle = REGION_SMALL;
+	return rc;
+}
+
+static int hugetlb_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
+			  ep_fill_fn fill, void *ctx)
+{
+	(void)be;
+	return ep__memfd_commit(r, commit, fill, ctx);
+}
+
 static void hugetlb_unmap(struct ep__backend *be, struct ep__region *r)
 {
 	(void)be;
@@ -234,6 +259,8 @@ const struct ep__backend_ops ep__backend_hugetlb = {
 	.default_pack_size = hugetlb_default_pack_size,
 	.map = hugetlb_map,
 	.unmap = hugetlb_unmap,
+	.map_part = hugetlb_map_part,
+	.commit = hugetlb_commit,
 	.write = hugetlb_write,
 	.fill = hugetlb_fill,
 	.privatize = hugetlb_privatize,

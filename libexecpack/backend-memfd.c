@@ -157,6 +157,19 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 		     ep_fill_fn fill, void *fill_ctx, struct ep__region *out,
 		     char *why, size_t whylen)
 {
+	return ep__memfd_map_fd_part(kind, fd, size, size, fill, fill_ctx, out, why, whylen);
+}
+
+/*
+ * The exec view of a part-committed region is one PROT_NONE mapping of the
+ * whole file with its first commit bytes mapped again over it, read+exec:
+ * a stray jump past them faults, and the file's pages there are never
+ * touched.  Growing it later is an mprotect() (ep__memfd_commit()).
+ */
+int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size,
+			  size_t commit, ep_fill_fn fill, void *fill_ctx,
+			  struct ep__region *out, char *why, size_t whylen)
+{
 	void *want = NULL;
 
 	if (kind->near) {
@@ -181,10 +194,20 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 	}
 	/* fill before any executable view exists: never map unset memory exec */
 	if (fill)
-		fill(rw, size, fill_ctx);
+		fill(rw, commit, fill_ctx);
 	/* (over the reservation near.c made, replacing it in one step) */
-	void *exec = mmap(want, size, PROT_READ | PROT_EXEC, MAP_SHARED | (want ? MAP_FIXED : 0),
-			  fd, 0);
+	void *exec = mmap(want, size, commit < size ? PROT_NONE : PROT_READ | PROT_EXEC,
+			  MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
+
+	if (exec != MAP_FAILED && commit < size &&
+	    mmap(exec, commit, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		int e = errno;
+
+		munmap(exec, size);
+		want = NULL;
+		exec = MAP_FAILED;
+		errno = e;
+	}
 
 	if (exec == MAP_FAILED) {
 		int e = errno;
@@ -204,6 +227,7 @@ int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 	out->exec = exec;
 	out->rw = rw;
 	out->size = size;
+	out->committed = commit;
 	out->handle = -1;
 	return 0;
 }
@@ -219,6 +243,41 @@ int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fil
 
 	close(fd); /* the mappings keep the file alive */
 	return rc;
+}
+
+int ep__memfd_map_part(const struct ep__memfd_kind *kind, size_t size, size_t commit,
+		       ep_fill_fn fill, void *fill_ctx, struct ep__region *out)
+{
+	int fd = ep__memfd_open(kind, size, NULL, 0);
+
+	if (fd < 0)
+		return fd;
+	int rc = ep__memfd_map_fd_part(kind, fd, size, commit, fill, fill_ctx, out, NULL, 0);
+
+	close(fd);
+	return rc;
+}
+
+/*
+ * Filled through the alias first, made executable after: the new part is
+ * never executable unfilled.  mprotect() is refused where the process
+ * forbids gaining exec (PR_MDWE_REFUSE_EXEC_GAIN): the caller then maps a
+ * new pack instead.
+ */
+int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void *ctx)
+{
+	if (commit <= r->committed)
+		return 0;
+	if (commit > r->size)
+		return -EINVAL;
+	unsigned char *x = (unsigned char *)r->exec + r->committed;
+	size_t len = commit - r->committed;
+
+	fill((unsigned char *)r->rw + r->committed, len, ctx);
+	if (mprotect(x, len, PROT_READ | PROT_EXEC) < 0)
+		return -errno;
+	r->committed = commit;
+	return 0;
 }
 
 void ep__memfd_unmap(struct ep__region *r)
@@ -266,7 +325,7 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		close(fd);
 		return -e;
 	}
-	memcpy(tmp, r->rw, r->size);
+	memcpy(tmp, r->rw, r->committed); /* (the rest is untouched: left sparse) */
 	munmap(tmp, r->size);
 
 	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
@@ -277,7 +336,15 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		close(fd);
 		return -e;
 	}
-	void *exec = mmap(r->exec, r->size, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, 0);
+	/* the committed part and the inaccessible rest, each replaced in one
+	 * step (never a moment without code where code may be running) */
+	void *exec = mmap(r->exec, r->committed, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED,
+			  fd, 0);
+
+	if (exec != MAP_FAILED && r->committed < r->size &&
+	    mmap((unsigned char *)r->exec + r->committed, r->size - r->committed, PROT_NONE,
+		 MAP_SHARED | MAP_FIXED, fd, (off_t)r->committed) == MAP_FAILED)
+		exec = MAP_FAILED;
 	int e = errno;
 
 	close(fd);
@@ -356,6 +423,20 @@ static int memfd_map(struct ep__backend *be, size_t size, ep_fill_fn fill, void 
 	return ep__memfd_map(&be->kind, size, fill, ctx, out);
 }
 
+static int memfd_map_part(struct ep__backend *be, size_t size, size_t commit, size_t held,
+			  ep_fill_fn fill, void *ctx, struct ep__region *out)
+{
+	(void)held;
+	return ep__memfd_map_part(&be->kind, size, commit, fill, ctx, out);
+}
+
+static int memfd_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
+			ep_fill_fn fill, void *ctx)
+{
+	(void)be;
+	return ep__memfd_commit(r, commit, fill, ctx);
+}
+
 static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
 {
 	(void)be;
@@ -390,6 +471,8 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.default_pack_size = memfd_default_pack_size,
 	.map = memfd_map,
 	.unmap = memfd_unmap,
+	.map_part = memfd_map_part,
+	.commit = memfd_commit,
 	.write = memfd_write,
 	.fill = memfd_fill,
 	.privatize = memfd_privatize,

@@ -27,6 +27,14 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 		     ep_fill_fn fill, void *fill_ctx, struct ep__region *out,
 		     char *why, size_t whylen);
+/* ... with only the first commit bytes filled and executable. */
+int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size,
+			  size_t commit, ep_fill_fn fill, void *fill_ctx,
+			  struct ep__region *out, char *why, size_t whylen);
+int ep__memfd_map_part(const struct ep__memfd_kind *kind, size_t size, size_t commit,
+		       ep_fill_fn fill, void *fill_ctx, struct ep__region *out);
+/* Grow a region's committed prefix (fill, then exec). */
+int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void *ctx);
 int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fill,
 		  void *fill_ctx, struct ep__region *out);
 void ep__memfd_unmap(struct ep__region *r);

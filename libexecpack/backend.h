@@ -20,6 +20,8 @@ struct ep__region {
 	void *exec;   /* executable view (what callers see) */
 	void *rw;     /* writable alias inside the library, or NULL (kmod) */
 	size_t size;  /* mapped bytes, a multiple of the backend's page size */
+	size_t committed; /* the first bytes, filled and executable; the rest of
+			   * the exec view is PROT_NONE (commit.c) */
 	int handle;   /* backend-specific (a pack id for kmod), else -1 */
 	unsigned gen; /* fork generation the mapping was last made private in */
 	unsigned char sealed; /* pool: exec view mseal()ed (EP_F_SEAL) */
@@ -51,6 +53,22 @@ struct ep__backend_ops {
 	int (*map)(struct ep__backend *be, size_t size, ep_fill_fn fill,
 		   void *fill_ctx, struct ep__region *out);
 	void (*unmap)(struct ep__backend *be, struct ep__region *r);
+
+	/*
+	 * Optional (NULL: regions are committed whole, as map does).  Map like
+	 * map, but fill and make executable only the first commit bytes (a
+	 * multiple of page_size); the rest of the exec view is inaccessible,
+	 * and the file behind it takes no memory until commit() grows the
+	 * prefix.  A backend may commit more than asked (out->committed).
+	 * held: the bytes the heap's packs have committed already (hugetlb
+	 * under AUTO spends a huge page only from pack_size on).
+	 */
+	int (*map_part)(struct ep__backend *be, size_t size, size_t commit, size_t held,
+			ep_fill_fn fill, void *fill_ctx, struct ep__region *out);
+	/* Grow r's committed prefix to commit bytes: fill the new part through
+	 * the alias, then make it executable. */
+	int (*commit)(struct ep__backend *be, struct ep__region *r, size_t commit,
+		      ep_fill_fn fill, void *fill_ctx);
 
 	/*
 	 * Copy len bytes to offset off of the region and make them coherent

@@ -431,6 +431,7 @@ static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 	else
 		pool->tail = p->prev;
 	ep__tally(&pool->tally.packs_out, 1);
+	ep__tally(&pool->tally.commit_out, p->r.committed);
 	region_drop(pool, &p->r);
 	ep__fit_destroy(&p->fit);
 	/* kept (struct ep__pack): a racing reader sees another seq, and no
@@ -483,7 +484,7 @@ static struct ep__pack *pack_get(struct ep__sub *pool)
 	return p;
 }
 
-static int pack_new(struct ep__sub *pool, struct ep__pack **out)
+static int pack_new(struct ep__sub *pool, size_t n, struct ep__pack **out)
 {
 	struct ep__pack *p = pack_get(pool);
 	int rc = -ENOMEM;
@@ -494,16 +495,16 @@ static int pack_new(struct ep__sub *pool, struct ep__pack **out)
 	p->cached = 0;
 	if (range_reserve(pool) || slots_reserve(pool))
 		goto fail;
-	if (ep__fit_init(&p->fit, p->used, p->nchunks))
+	if ((rc = ep__pack_map(pool, p, n))) /* (commit.c: sets nchunks) */
 		goto fail;
-	rc = pool->ops->map(pool->be, pool->pack_size, pool->fill, pool->fill_ctx, &p->r);
-	if (rc)
-		goto fail;
-	if ((rc = seal_region(pool, &p->r))) {
+	if (ep__fit_init(&p->fit, p->used, p->nchunks) || (rc = seal_region(pool, &p->r))) {
+		ep__tally(&pool->tally.commit_out, p->r.committed);
+		rc = rc ? rc : -ENOMEM;
 		pool->ops->unmap(pool->be, &p->r);
 		goto fail;
 	}
 	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, ep__route_pack(p)))) {
+		ep__tally(&pool->tally.commit_out, p->r.committed);
 		region_drop(pool, &p->r);
 		goto fail;
 	}
@@ -569,7 +570,13 @@ static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, siz
 		*pos = ep__fit_find(&p->fit, p->used, n);
 		return 0;
 	}
-	int rc = pack_new(pool, outp);
+	/* No room in what is committed: the newest pack grows first (commit.c;
+	 * only the newest can be part-committed), then search again. */
+	if (pool->tail && ep__pack_grow(pool, pool->tail, n) == 0) {
+		fits_set(pool, pool->tail->slot, (uint32_t)pool->tail->free_chunks);
+		return pack_find(pool, n, outp, pos);
+	}
+	int rc = pack_new(pool, n, outp);
 
 	*pos = 0;
 	return rc;

@@ -91,6 +91,7 @@ struct ep__tally {
 	uint64_t packs_in, packs_out;       /* packs mapped, released */
 	uint64_t large_in, large_out;       /* large allocations made, freed */
 	uint64_t lbytes_in, lbytes_out;     /* their mapped bytes */
+	uint64_t commit_in, commit_out;     /* pack bytes committed, released */
 };
 
 /*
@@ -232,6 +233,15 @@ static inline void ep__pack_unclaim(struct ep__pack *p, size_t c)
 {
 	__atomic_store_n(&p->freeing[c], 0, __ATOMIC_RELEASE);
 }
+
+/* ---- commit.c: the committed (filled, executable) prefix of a pack ---- */
+
+#define EP__COMMIT_FIRST ((size_t)64 << 10) /* a new pack's prefix */
+/* Map p's region and commit its first part, room for n chunks at least;
+ * sets p->nchunks. */
+int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n);
+/* Commit more of p, for n chunks after its last used one (-ENOSPC: no). */
+int ep__pack_grow(struct ep__sub *h, struct ep__pack *p, size_t n);
 
 /* ---- remote.c: ep_free() from a thread that does not own the heap ---- */
 

@@ -35,7 +35,9 @@ static inline bool bit(const uint64_t *map, size_t i)
 /* alloc_end() of heap.c, on maps the owner may be changing (see valid()). */
 static size_t racy_end(const struct ep__pack *p, size_t pos)
 {
-	for (size_t i = pos + 1; i < p->nchunks; i = (i / 64 + 1) * 64) {
+	size_t nchunks = __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED); /* (commit.c grows it) */
+
+	for (size_t i = pos + 1; i < nchunks; i = (i / 64 + 1) * 64) {
 		size_t w = i / 64;
 		uint64_t stop = (__atomic_load_n(&p->start[w], __ATOMIC_RELAXED) |
 				 ~__atomic_load_n(&p->used[w], __ATOMIC_RELAXED)) &
@@ -44,10 +46,10 @@ static size_t racy_end(const struct ep__pack *p, size_t pos)
 		if (stop) {
 			size_t e = w * 64 + (size_t)__builtin_ctzll(stop);
 
-			return e < p->nchunks ? e : p->nchunks;
+			return e < nchunks ? e : nchunks;
 		}
 	}
-	return p->nchunks;
+	return nchunks;
 }
 
 /*
@@ -100,7 +102,7 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_RELAXED);
 
 	if (!h->ops->threadsafe || ep__under_valgrind() || (x & (CHUNK - 1)) || x < base ||
-	    x - base >= p->nchunks * CHUNK ||
+	    x - base >= __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK ||
 	    __atomic_load_n(&p->r.gen, __ATOMIC_RELAXED) != ep__fork_generation())
 		return 1;
 	size_t c = (x - base) / CHUNK, end;

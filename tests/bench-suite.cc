@@ -1633,6 +1633,47 @@ static void workload_growth()
 				    stats_of(res[l][c]).med / 1048576, stats_of(rr).med);
 		}
 	}
+
+	/* one pool, one 64-byte program: what a process that JITs a little pays */
+	std::vector<double> pss[NC], mapped[NC], rsv[NC];
+	for (int r = 0; r < g_rounds; r++) {
+		for (int c = 0; c < nc; c++) {
+			if (c == EP64)
+				continue;
+			std::vector<MapEnt> b = read_smaps();
+			MapSet before = map_set(b);
+			Alloc *a = c == AJ ? make(K_AJ_DUAL) : make(K_EP);
+			void *p = a->put(64, 42);
+			Mem m = mem_since(before, b.size(), *a);
+			pss[c].push_back(m.pss);
+			mapped[c].push_back(m.mapped);
+			rsv[c].push_back(m.reserved);
+			a->drop(p);
+			delete a;
+		}
+	}
+	std::printf("\n  one pool with one 64-byte program: resident code memory (Pss of the new\n"
+		    "  mappings in /proc/self/smaps, both views), mapped address space, reserved\n");
+	std::printf("  %-24s %11s %11s %11s\n", "", "Pss", "mapped", "reserved");
+	for (int c = 0; c < nc; c++) {
+		if (c == EP64)
+			continue;
+		std::printf("  %-24s %10.0fK %10.0fK %10.0fK\n", names[c], stats_of(pss[c]).med / 1024,
+			    stats_of(mapped[c]).med / 1024, stats_of(rsv[c]).med / 1024);
+	}
+	target("small: execpack Pss of one 64-byte program, KiB", stats_of(pss[EP]).med / 1024, 64,
+	       true, "K");
+	target("growth: execpack reserved at 1,000 live, MiB", stats_of(res[0][EP]).med / 1048576,
+	       0.9, true, "M");
+	for (int l = 1; l < NL; l++) {
+		char what[96];
+		std::snprintf(what, sizeof(what), "growth: execpack / asmjit-dual reserved at %d live",
+			      lives[l]);
+		if (have_asmjit)
+			target(what, stats_of(res[l][EP]).med / stats_of(res[l][AJ]).med, 0.8, true);
+		else
+			target(what, NAN, 0.8, true, "x", "built without asmjit");
+	}
 	target("growth: execpack 300,000 live / 10,000 live",
 	       stats_of(t[3][EP]).med / stats_of(t[1][EP]).med, 1.5, true);
 	if (have_asmjit)

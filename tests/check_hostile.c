@@ -144,6 +144,12 @@ static void mdwe_child(void)
 		v[i] = child_jit(pool, 64 * 1024, 0x3000 + (uint32_t)i);
 	for (int i = 0; i < N; i++)
 		CHILD_EXPECT_CALL(v[i], (i % 2 ? 0x2000u : 0x3000u) + (uint32_t)i);
+	struct ep_stats pst;
+
+	/* no prefix can grow here (mprotect() may not add exec): whole packs,
+	 * not one 64 KiB-committed pack per program */
+	CHILD_OK(ep_pool_stats(pool, &pst));
+	CHILD_CHECK(pst.packs <= 3, "%zu packs for %d programs of 64 KiB", pst.packs, N + 1);
 
 	/* fork under MDWE: making a region private maps it anew, exec too */
 	pid_t pid = fork();

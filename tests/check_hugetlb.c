@@ -162,14 +162,58 @@ START_TEST(test_auto_falls_back_to_small_pages)
 		ck_assert_msg(rc == 0, "alloc %d: %s", n, ep_strerror(rc));
 		long kb = tu_kernel_page_kb(f[n]);
 
-		ck_assert(kb == 2048 || kb == 4);
-		n++;
+		/* (the heap's first pack is 4 KiB-paged: AUTO spends a huge
+		 * page only once a pack's worth of code is committed) */
+		ck_assert(n == 0 ? kb == 4 : (kb == 2048 || kb == 4));
+		if (n++ == 0)
+			continue;
 		if (kb == 4 && ++small == 2)
 			break;
 	}
 	ck_assert_int_eq(small, 2);
 	for (int i = 0; i < n; i++)
 		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* AUTO spends no huge page on a heap until it has committed a pack's worth
+ * of code (ep_pool_backend(3)): small pages first, committed as they fill. */
+START_TEST(test_auto_small_heap_small_pages)
+{
+	unsetenv("EXECPACK_BACKEND");
+	struct ep_pool *p = NULL;
+	struct ep_stats st;
+	int rc;
+
+	ck_assert_int_eq(ep_pool_create(NULL, &p), 0);
+	if (strcmp(ep_pool_backend(p), "hugetlb")) {
+		ep_pool_destroy(p); /* (another test program took the pages) */
+		return;
+	}
+	void *f = tu_jit_ret(p, 64, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_kernel_page_kb(f), 4);
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.pack_bytes, 64u << 10);
+	/* a pack's worth of code: the first pack is committed whole ... */
+	void *g = tu_jit_ret(p, (2u << 20) - 64, 2, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_kernel_page_kb(g), 4);
+	ck_assert_ptr_eq(g, (char *)f + 64);
+	/* ... and the next pack is a huge page, when one is free */
+	void *h = tu_jit_ret(p, 64, 3, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert(tu_kernel_page_kb(h) == 2048 || tu_free_huge_pages() == 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 1);
+	ck_assert_int_eq(tu_as_fn(g)(), 2);
+	ck_assert_int_eq(tu_as_fn(h)(), 3);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ck_assert_int_eq(ep_free(p, g), 0);
+	ck_assert_int_eq(ep_free(p, h), 0);
 	ep_pool_destroy(p);
 }
 END_TEST
@@ -213,6 +257,7 @@ int main(void)
 		tcase_add_test(tc, test_packs_on_huge_pages);
 		tcase_add_test(tc, test_exhaustion_is_a_clear_error);
 		tcase_add_test(tc, test_auto_falls_back_to_small_pages);
+		tcase_add_test(tc, test_auto_small_heap_small_pages);
 	} else {
 		tcase_add_test(tc, test_no_huge_pages);
 	}

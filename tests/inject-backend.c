@@ -33,6 +33,19 @@ static int w_map(struct ep__backend *be, size_t size, ep_fill_fn fill, void *ctx
 	return should_fail() ? -ep_inject_errno : real->map(be, size, fill, ctx, out);
 }
 
+static int w_map_part(struct ep__backend *be, size_t size, size_t commit, size_t held,
+		      ep_fill_fn fill, void *ctx, struct ep__region *out)
+{
+	return should_fail() ? -ep_inject_errno
+			     : real->map_part(be, size, commit, held, fill, ctx, out);
+}
+
+static int w_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
+		    ep_fill_fn fill, void *ctx)
+{
+	return should_fail() ? -ep_inject_errno : real->commit(be, r, commit, fill, ctx);
+}
+
 static int w_write(struct ep__backend *be, struct ep__region *r, size_t off, const void *src,
 		   size_t len)
 {
@@ -84,6 +97,8 @@ const struct ep__backend_ops *ep__test_wrap_backend(const struct ep__backend_ops
 		.default_pack_size = w_default_pack_size,
 		.map = w_map,
 		.unmap = w_unmap,
+		.map_part = ops->map_part ? w_map_part : NULL,
+		.commit = ops->commit ? w_commit : NULL,
 		.write = w_write,
 		.fill = w_fill,
 		.privatize = ops->privatize ? w_privatize : NULL,

@@ -1,0 +1,475 @@
+/*
+ * check_commit.c - a pack commits (fills and maps executable) only a prefix
+ * and grows it as programs arrive: the rest of its exec view is PROT_NONE
+ * and faults, a pool with one small program stays small in resident memory,
+ * growth keeps code and first fit, fills before it maps, and the stats
+ * count committed bytes; a forked child grows its own copy.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "execpack.h"
+#include "testutil.h"
+
+#define PACK ((size_t)2 << 20)
+
+static size_t page(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A new pack's first commit: 64 KiB in whole pages (ep_pool_stats(3)). */
+static size_t first_commit(void)
+{
+	return ((size_t)64 << 10) + page() - 1 - (((size_t)64 << 10) + page() - 1) % page();
+}
+
+static struct ep_pool *memfd_pool(ep_fill_fn fill, void *ctx)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .fill = fill, .fill_ctx = ctx };
+	struct ep_pool *p = NULL;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	return p;
+}
+
+/* The extent and permissions of the mapping holding addr (0 when none). */
+static int mapping_of(const void *addr, uintptr_t *lo, uintptr_t *hi, char perms[8])
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[1024];
+	int found = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long l, h;
+		char p[8];
+
+		if (sscanf(line, "%lx-%lx %7s", &l, &h, p) == 3 && (uintptr_t)addr >= l &&
+		    (uintptr_t)addr < h) {
+			*lo = l;
+			*hi = h;
+			memcpy(perms, p, 8);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Bytes of the pack at base that are executable (its committed prefix). */
+static size_t rx_bytes(const void *base)
+{
+	uintptr_t lo, hi;
+	char perms[8];
+
+	ck_assert(mapping_of(base, &lo, &hi, perms));
+	ck_assert_str_eq(perms, "r-xs");
+	ck_assert_uint_eq(lo, (uintptr_t)base);
+	return hi - lo;
+}
+
+static size_t pack_bytes(struct ep_pool *p)
+{
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_le(st.used_bytes, st.pack_bytes);
+	return st.pack_bytes;
+}
+
+START_TEST(test_prefix_then_prot_none)
+{
+	struct ep_pool *p = memfd_pool(NULL, NULL);
+	int rc;
+	void *f = tu_jit_ret(p, 64, 7, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 7);
+	ck_assert_uint_eq(rx_bytes(f), first_commit());
+	uintptr_t lo, hi;
+	char perms[8];
+
+	/* the rest of the pack's exec view: reserved, inaccessible */
+	ck_assert(mapping_of((char *)f + first_commit(), &lo, &hi, perms));
+	ck_assert_str_eq(perms, "---s");
+	ck_assert_uint_eq(lo, (uintptr_t)f + first_commit());
+	ck_assert_uint_eq(hi - (uintptr_t)f, PACK);
+	ck_assert_int_eq(tu_count_wx_mappings(), 0);
+	ck_assert_uint_eq(pack_bytes(p), first_commit());
+	/* an address past the prefix is no allocation */
+	ck_assert_int_eq(ep_free(p, (char *)f + first_commit()), -EINVAL);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* A child that jumps to (jump) or reads at addr: must die of SIGSEGV. */
+static void expect_fault(void *addr, int jump)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (jump)
+			(void)tu_as_fn(addr)();
+		else
+			(void)*(volatile unsigned char *)addr;
+		_exit(0);
+	}
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "child status %#x", st);
+}
+
+START_TEST(test_uncommitted_faults)
+{
+	if (RUNNING_ON_VALGRIND) {
+		printf("SKIP test_uncommitted_faults: children that fault on purpose, not under Valgrind\n");
+		return;
+	}
+	struct ep_pool *p = memfd_pool(NULL, NULL);
+	int rc;
+	void *f = tu_jit_ret(p, 64, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	char *past = (char *)f + first_commit();
+
+	expect_fault(past, 1);
+	expect_fault(past, 0);
+	expect_fault((char *)f + PACK - 64, 1);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* Pss of the pool's new mappings (both views), in KiB. */
+static long execpack_pss_kb(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[1024];
+	int in = 0;
+	long sum = 0, kb;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') - line <= 34) {
+			in = strstr(line, "memfd:execpack") != NULL;
+			continue;
+		}
+		if (in && sscanf(line, "Pss: %ld kB", &kb) == 1)
+			sum += kb;
+	}
+	fclose(f);
+	return sum;
+}
+
+START_TEST(test_one_program_pss)
+{
+	struct ep_pool *p = memfd_pool(NULL, NULL);
+	int rc;
+	void *f = tu_jit_ret(p, 64, 3, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 3);
+	long kb = execpack_pss_kb();
+
+	ck_assert_msg(kb > 0 && kb <= 64, "Pss of one 64-byte program: %ld KiB", kb);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* The fill, which checks that the exec view of what it fills is not yet
+ * executable, and counts the bytes. */
+struct fill_watch {
+	char *exec;        /* the pack's exec view, once known */
+	size_t committed;  /* its committed bytes before this fill */
+	size_t filled;     /* by commits (a page or more at a time) */
+	int exec_seen;     /* a fill found its bytes executable already */
+};
+
+static void watch_fill(void *dst, size_t len, void *ctx)
+{
+	struct fill_watch *w = ctx;
+
+	memset(dst, 0xcc, len);
+	if (len < page())
+		return; /* a staging buffer or a freed program's chunks */
+	w->filled += len;
+	if (w->exec && w->committed < PACK) {
+		char perms[8];
+
+		tu_mapping_perms(w->exec + w->committed, perms, NULL, 0);
+		if (strchr(perms, 'x'))
+			w->exec_seen = 1;
+	}
+}
+
+START_TEST(test_growth_keeps_code_and_first_fit)
+{
+	struct fill_watch w = { 0 };
+	struct ep_pool *p = memfd_pool(watch_fill, &w);
+	enum { N = 20000 }; /* 1.25 MiB of 64-byte programs: several growths */
+	void **f = calloc(N, sizeof(*f));
+	size_t seen = first_commit(), grew = 0;
+	int rc;
+
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < N; i++) {
+		f[i] = tu_jit_ret(p, 64, (uint32_t)i, &rc);
+		ck_assert_int_eq(rc, 0);
+		if (i == 0) {
+			w.exec = f[0];
+			w.committed = rx_bytes(f[0]);
+		}
+		/* first fit in one pack: back to back */
+		ck_assert_ptr_eq(f[i], (char *)f[0] + (size_t)i * 64);
+		if ((size_t)(i + 1) * 64 > seen || i == N - 1) {
+			size_t rx = rx_bytes(f[0]);
+
+			ck_assert_uint_eq(pack_bytes(p), rx);
+			if (rx > seen) {
+				ck_assert_uint_eq(rx % page(), 0);
+				ck_assert_uint_le(rx, 2 * seen); /* in steps, never more than double */
+				seen = rx;
+				grew++;
+			}
+			w.committed = rx;
+		}
+	}
+	ck_assert_uint_ge(grew, 4);
+	ck_assert_int_eq(w.exec_seen, 0);
+	/* the fill ran over the pack's tails before they became executable,
+	 * each once, and never past the commit */
+	ck_assert_uint_eq(w.filled, seen);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(tu_as_fn(f[i])(), i);
+	/* what is committed but free is trap fill */
+	const unsigned char *tail = (const unsigned char *)f[0] + (size_t)N * 64;
+
+	for (size_t i = 0; i < seen - (size_t)N * 64; i++)
+		ck_assert_uint_eq(tail[i], 0xcc);
+	/* freeing the first ones: a small request goes to the lowest run */
+	ck_assert_int_eq(ep_free(p, f[0]), 0);
+	ck_assert_int_eq(ep_free(p, f[1]), 0);
+	void *g = tu_jit_ret(p, 100, 99, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_ptr_eq(g, f[0]);
+	ck_assert_int_eq(tu_as_fn(g)(), 99);
+	ck_assert_int_eq(ep_free(p, g), 0);
+	for (int i = 2; i < N; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.used_bytes, 0);
+	ck_assert_uint_eq(st.live_allocs, 0);
+	ck_assert_uint_eq(st.pack_bytes, seen); /* the empty pack is kept */
+	free(f);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(test_big_first_request)
+{
+	struct ep_pool *p = memfd_pool(NULL, NULL);
+	int rc;
+	/* bigger than the first commit: the new pack commits enough at once */
+	void *f = tu_jit_ret(p, 300 << 10, 5, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 5);
+	ck_assert_uint_ge(rx_bytes(f), 300 << 10);
+	ck_assert_uint_eq(pack_bytes(p), rx_bytes(f));
+	/* a whole-pack request in a second pack, committed whole */
+	void *g = tu_jit_ret(p, PACK, 6, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(g)(), 6);
+	ck_assert_uint_eq(rx_bytes(g), PACK);
+	ck_assert_uint_eq(pack_bytes(p), rx_bytes(f) + PACK);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ck_assert_int_eq(ep_free(p, g), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* A heap that holds a pack's worth of code gets whole packs. */
+START_TEST(test_big_heap_whole_packs)
+{
+	struct ep_pool *p = memfd_pool(NULL, NULL);
+	int rc;
+	void *f = tu_jit_ret(p, PACK, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(rx_bytes(f), PACK);
+	void *g = tu_jit_ret(p, 64, 2, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_eq(rx_bytes(g), PACK);
+	ck_assert_uint_eq(pack_bytes(p), 2 * PACK);
+	ck_assert_int_eq(tu_as_fn(f)(), 1);
+	ck_assert_int_eq(tu_as_fn(g)(), 2);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ck_assert_int_eq(ep_free(p, g), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(test_limit_counts_programs)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .limit = 256 << 10 };
+	struct ep_pool *p = NULL;
+	struct ep_image im[5000];
+	int n = 0;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	/* the limit charges what programs reserve, not what is committed */
+	for (; n < 5000; n++) {
+		int rc = ep_alloc(p, 64, &im[n]);
+
+		if (rc) {
+			ck_assert_int_eq(rc, -EPERM);
+			break;
+		}
+	}
+	ck_assert_int_eq(n, (256 << 10) / 64);
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.used_bytes, 256 << 10);
+	ck_assert_uint_ge(st.pack_bytes, st.used_bytes);
+	ck_assert_uint_le(st.pack_bytes, 2 * st.used_bytes);
+	ck_assert_uint_eq(st.packs, 1);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(ep_free(p, im[i].exec), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(test_sealed_commits_whole)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .flags = EP_F_SEAL };
+	struct ep_pool *p = NULL;
+	int rc = ep_pool_create(&cfg, &p);
+
+	if (rc == -EOPNOTSUPP) {
+		printf("SKIP test_sealed_commits_whole: no mseal() in this kernel\n");
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
+	void *f = tu_jit_ret(p, 64, 8, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	/* mseal() forbids the mprotect() of a later commit */
+	ck_assert_uint_eq(rx_bytes(f), PACK);
+	ck_assert_uint_eq(pack_bytes(p), PACK);
+	ck_assert_int_eq(tu_as_fn(f)(), 8);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* A forked child that grows the pack: its copy grows, the parent's code
+ * and uncommitted part stay as they were. */
+START_TEST(test_fork_child_grows_its_copy)
+{
+	struct ep_pool *p = memfd_pool(NULL, NULL);
+	enum { N = 3000 }; /* 192 KiB: past the first commit */
+	void **f = calloc(N, sizeof(*f));
+	int rc;
+
+	ck_assert_ptr_nonnull(f);
+	f[0] = tu_jit_ret(p, 64, 0, &rc);
+	ck_assert_int_eq(rc, 0);
+	int fds[2];
+
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int bad = 0;
+
+		for (int i = 1; i < N && !bad; i++) {
+			f[i] = tu_jit_ret(p, 64, (uint32_t)(1000 + i), &rc);
+			bad = rc != 0;
+		}
+		for (int i = 1; i < N && !bad; i++)
+			bad = tu_as_fn(f[i])() != 1000 + i;
+		bad |= tu_as_fn(f[0])() != 0;
+		bad |= rx_bytes(f[0]) < (size_t)N * 64;
+		for (int i = 1; i < N && !bad; i++)
+			bad = ep_free(p, f[i]) != 0;
+		free(f);
+		char c = bad ? 'f' : 'k';
+
+		if (write(fds[1], &c, 1) != 1)
+			_exit(2);
+		/* (under Valgrind: what the parent holds is no leak of the child) */
+		if (RUNNING_ON_VALGRIND)
+			kill(getpid(), SIGKILL);
+		_exit(0);
+	}
+	char said = 0;
+
+	close(fds[1]);
+	ck_assert_int_eq(read(fds[0], &said, 1), 1);
+	close(fds[0]);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	ck_assert_msg(said == 'k', "the child saw its programs change");
+	/* the parent's pack: still its first commit, and its own code */
+	ck_assert_uint_eq(rx_bytes(f[0]), first_commit());
+	for (int i = 1; i < N; i++) {
+		f[i] = tu_jit_ret(p, 64, (uint32_t)i, &rc);
+		ck_assert_int_eq(rc, 0);
+	}
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(tu_as_fn(f[i])(), i);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	free(f);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("commit");
+	TCase *tc = tcase_create("commit");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_prefix_then_prot_none);
+	tcase_add_test(tc, test_uncommitted_faults);
+	tcase_add_test(tc, test_one_program_pss);
+	tcase_add_test(tc, test_growth_keeps_code_and_first_fit);
+	tcase_add_test(tc, test_big_first_request);
+	tcase_add_test(tc, test_big_heap_whole_packs);
+	tcase_add_test(tc, test_limit_counts_programs);
+	tcase_add_test(tc, test_sealed_commits_whole);
+	tcase_add_test(tc, test_fork_child_grows_its_copy);
+	suite_add_tcase(s, tc);
+
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
