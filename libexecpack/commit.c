@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * commit.c - how much of a pack is committed: filled and executable.
  *

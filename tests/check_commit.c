@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_commit.c - a pack commits (fills and maps executable) only a prefix
  * and grows it as programs arrive: the rest of its exec view is PROT_NONE
