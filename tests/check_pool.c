@@ -59,8 +59,7 @@ START_TEST(test_alloc_write_finalize_call)
 	ck_assert_uint_ge(img.size, 40);
 	ck_assert_uint_eq((uintptr_t)img.exec % 16, 0);
 	/* staging is pre-filled with the trap fill */
-	for (size_t i = 0; i < img.size; i++)
-		ck_assert_uint_eq(((unsigned char *)img.rw)[i], 0xcc);
+	ck_assert(tu_is_trap(img.rw, img.size));
 	tu_emit_ret_imm(img.rw, 42);
 	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 42);
@@ -402,16 +401,15 @@ START_TEST(test_fill_visible_through_exec)
 	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
 	const unsigned char *x = img.exec;
 
-	ck_assert_uint_eq(x[0], 0xb8);
-	ck_assert_uint_eq(x[5], 0xc3);
-	for (size_t i = 6; i < 64; i++)
-		ck_assert_uint_eq(x[i], 0xcc); /* tail of the chunk: INT3 */
-	for (size_t i = 64; i < 4096; i++)
-		ck_assert_uint_eq(x[i], 0xcc); /* never-used space: INT3 */
+	unsigned char code[TU_RET_LEN];
+
+	tu_emit_ret_imm(code, 5);
+	ck_assert_int_eq(memcmp(x, code, TU_RET_LEN), 0);
+	ck_assert(tu_is_trap(x + TU_RET_LEN, 64 - TU_RET_LEN)); /* tail of the chunk */
+	ck_assert(tu_is_trap(x + 64, 4096 - 64));               /* never-used space */
 	ck_assert_int_eq(ep_free(pool, img.exec), 0);
 	/* the pack is cached (still mapped): the freed range was refilled */
-	for (size_t i = 0; i < 64; i++)
-		ck_assert_uint_eq(x[i], 0xcc);
+	ck_assert(tu_is_trap(x, 64));
 }
 END_TEST
 
@@ -450,6 +448,53 @@ START_TEST(test_custom_fill)
 	ep_fill_x86_int3(buf, sizeof(buf), NULL);
 	for (int i = 0; i < 5; i++)
 		ck_assert_uint_eq(buf[i], 0xcc);
+}
+END_TEST
+
+/* Every architecture's fill, on every architecture, by address. */
+START_TEST(test_arch_fills)
+{
+	uint32_t words[4];
+	unsigned char *b = (unsigned char *)words;
+
+	ep_fill_arm64_brk(words, sizeof(words), NULL);
+	for (int i = 0; i < 4; i++)
+		ck_assert_uint_eq(words[i], 0xd4207d00u); /* BRK #0x3e8 */
+	/* a fill that starts inside a word lines up with the words */
+	memset(words, 0xff, sizeof(words));
+	ep_fill_arm64_brk(b + 3, 6, NULL);
+	ck_assert_uint_eq(b[2], 0xff);
+	ck_assert_uint_eq(b[3], 0xd4);
+	ck_assert_uint_eq(words[1], 0xd4207d00u);
+	ck_assert_uint_eq(b[8], 0x00);
+	ck_assert_uint_eq(b[9], 0xff);
+
+	uint16_t half[8];
+
+	ep_fill_riscv_ebreak(half, sizeof(half), NULL);
+	for (int i = 0; i < 8; i++)
+		ck_assert_uint_eq(half[i], 0x9002); /* c.ebreak */
+	memset(half, 0xff, sizeof(half));
+	ep_fill_riscv_ebreak((unsigned char *)half + 1, 4, NULL);
+	ck_assert_uint_eq(((unsigned char *)half)[0], 0xff);
+	ck_assert_uint_eq(((unsigned char *)half)[1], 0x90);
+	ck_assert_uint_eq(half[1], 0x9002);
+	ck_assert_uint_eq(((unsigned char *)half)[4], 0x02);
+	ck_assert_uint_eq(((unsigned char *)half)[5], 0xff);
+	ep_fill_arm64_brk(NULL, 8, NULL);   /* NULL dst: nothing */
+	ep_fill_riscv_ebreak(NULL, 8, NULL);
+
+	/* a pool without a fill uses the running architecture's */
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+	struct ep_pool *p;
+	struct ep_image img;
+	unsigned char want[64] __attribute__((aligned(64)));
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	ck_assert_int_eq(ep_alloc(p, 64, &img), 0);
+	TU_FILL(want, sizeof(want), NULL);
+	ck_assert_int_eq(memcmp(img.exec, want, 64), 0);
+	ep_pool_destroy(p);
 }
 END_TEST
 
@@ -506,20 +551,18 @@ END_TEST
 START_TEST(test_write_before_and_after_finalize)
 {
 	struct ep_image img;
-	unsigned char code[6];
+	unsigned char code[TU_RET_LEN];
 
 	ck_assert_int_eq(ep_alloc(pool, 64, &img), 0);
 	/* before finalize, ep_write stages through the exec address */
 	tu_emit_ret_imm(code, 11);
 	ck_assert_int_eq(ep_write(pool, img.exec, code, sizeof(code)), 0);
-	ck_assert_int_eq(memcmp(img.rw, code, 6), 0);
-	ck_assert_uint_eq(((unsigned char *)img.exec)[0], 0xcc); /* not yet live */
+	ck_assert_int_eq(memcmp(img.rw, code, TU_RET_LEN), 0);
+	ck_assert(tu_is_trap(img.exec, TU_RET_LEN)); /* not yet live */
 	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 11);
 	/* after finalize, patch the immediate in place */
-	uint32_t imm = 12345;
-
-	ck_assert_int_eq(ep_write(pool, (char *)img.exec + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(pool, img.exec, 12345), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 12345);
 	/* a whole new body, unaligned length */
 	unsigned char body[20];
@@ -528,7 +571,7 @@ START_TEST(test_write_before_and_after_finalize)
 	ck_assert_int_eq(ep_write(pool, img.exec, body, sizeof(body)), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 777);
 	/* a write that touches the last byte of the allocation is fine */
-	unsigned char cc = 0xcc;
+	unsigned char cc = tu_trap_byte((char *)img.exec + img.size - 1);
 
 	ck_assert_int_eq(ep_write(pool, (char *)img.exec + img.size - 1, &cc, 1), 0);
 	ck_assert_int_eq(ep_write(pool, img.exec, code, 0), 0);
@@ -540,7 +583,7 @@ START_TEST(test_bad_inputs)
 {
 	struct ep_image img, other;
 	struct ep_pool *p = NULL;
-	unsigned char code[6];
+	unsigned char code[TU_RET_LEN];
 
 	tu_emit_ret_imm(code, 1);
 	/* a live function that every bad call below must leave intact */
@@ -664,16 +707,14 @@ START_TEST(test_large_allocations)
 	struct ep_stats st = stats(p);
 
 	ck_assert_uint_eq(st.large_allocs, 1);
-	ck_assert_uint_eq(st.large_bytes, (sz + 4095) / 4096 * 4096);
+	ck_assert_uint_eq(st.large_bytes, (sz + tu_page() - 1) / tu_page() * tu_page());
 	ck_assert_uint_eq(st.packs, 0);
 	ck_assert_uint_eq(st.live_allocs, 1);
 	/* code at the far end of the mapping */
 	tu_emit_sized(img.rw, sz, 555);
 	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 555);
-	uint32_t imm = 556;
-
-	ck_assert_int_eq(ep_write(p, (char *)img.exec + sz - 5, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(p, tu_ret_at(img.exec, sz), 556), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 556);
 	ck_assert_int_eq(ep_free(p, (char *)img.exec + 64), -EINVAL);
 	ck_assert_int_eq(ep_free(p, img.exec), 0);
@@ -854,6 +895,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, test_ten_thousand_programs);
 	tcase_add_test(tc, test_fill_visible_through_exec);
 	tcase_add_test(tc, test_custom_fill);
+	tcase_add_test(tc, test_arch_fills);
 	tcase_add_test(tc, test_fill_reentry_refused);
 	tcase_add_test(tc, test_write_before_and_after_finalize);
 	tcase_add_test(tc, test_bad_inputs);
