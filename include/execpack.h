@@ -200,9 +200,10 @@ EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
 				no name from libunwind */
 #define EP_UNWIND_DWARF_SP 2 /* CFI for code without a frame pointer that
 				lowers sp by frame bytes in its first
-				prologue bytes (on arm64 and riscv64 the
-				return address stays in its register):
-				stepping by DWARF, no name */
+				prologue bytes (on arm64 and riscv64 and
+				stores the link register at the top of that
+				frame, sp + frame - 8): stepping by DWARF,
+				no name */
 
 /*
  * How libunwind should unwind the allocation at exec (see ep_set_unwind(3));

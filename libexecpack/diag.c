@@ -378,6 +378,8 @@ static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prolog
 			n += put_advance(b + n, prologue);
 		b[n++] = 0x0e; /* DW_CFA_def_cfa_offset: what the prologue took */
 		n += put_uleb(b + n, EP__CFA_AT_ENTRY + frame);
+		if (!EP__CFA_AT_ENTRY) /* the prologue stored the link register */
+			b[n++] = 0x80 | EP__DW_RA, b[n++] = 1; /* RA at cfa-8 */
 	}
 	(void)len_at;
 	n = (n + 7) & ~(size_t)7;

@@ -146,16 +146,19 @@ static inline int tu_is_nops(const void *p, size_t len)
 /* Where tu_emit_sized() puts "return imm" in a function of len bytes. */
 static inline size_t tu_ret_offset(const unsigned char *p, size_t len)
 {
-	size_t off = len - TU_RET_LEN;
+	size_t off = len < TU_RET_LEN ? 0 : len - TU_RET_LEN;
 
 	return off - (((uintptr_t)p + off) & (TU_INSN_ALIGN - 1));
 }
 
-/* No-ops then "return imm": a function of exactly len >= TU_RET_LEN bytes
- * (on arm64 and riscv64 the bytes past the last whole instruction are
- * no-op pieces, never run). */
+/* No-ops then "return imm": a function of exactly len bytes, or of
+ * TU_RET_LEN if len is less (the buffer must hold that many; on arm64 and
+ * riscv64 the bytes past the last whole instruction are no-op pieces,
+ * never run). */
 static inline void tu_emit_sized(unsigned char *p, size_t len, uint32_t imm)
 {
+	if (len < TU_RET_LEN)
+		len = TU_RET_LEN;
 	tu_fill_nops(p, len);
 	tu_emit_ret_imm(p + tu_ret_offset(p, len), imm);
 }
@@ -204,6 +207,15 @@ static inline int tu_patch_ret_imm(struct ep_pool *pool, void *ret, uint32_t imm
 	return ep_write(pool, (unsigned char *)ret + lo, want + lo, hi - lo);
 #endif
 }
+
+/* Two immediates whose "return imm" differ in one aligned instruction word
+ * only (x86: the imm32, one store), for patches raced against callers. */
+#define TU_PATCH_A 0x11111111u
+#if defined(__x86_64__)
+#define TU_PATCH_B 0x22222222u
+#else
+#define TU_PATCH_B 0x11111222u /* the low 12 bits only: movz, or addiw */
+#endif
 
 /* JIT a function returning imm; returns its exec address or NULL. */
 static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, int *rc_out)
