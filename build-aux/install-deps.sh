@@ -11,7 +11,7 @@ set_name=${1:-base}
 
 base="build-essential autoconf automake libtool pkg-config check libunwind-dev valgrind
 autoconf-archive clang llvm libclang-rt-14-dev groff-base python3"
-kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod
+kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod dwarves
 binutils liblzma-dev"
 # packaging: the Debian packages (with DKMS and pybuild), the Python
 # package's tests (pytest, a venv, mypy --strict)
