@@ -8,7 +8,7 @@
 #                           stage; ends with "N passed, N failed"
 #
 # Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
-# default all: check valgrind kmod sanitizers fuzz debian distcheck),
+# default all: check valgrind kmod aarch64 sanitizers fuzz debian distcheck),
 # EP_TEST_BUDGET (seconds the whole test run may take, default 4800).
 #
 # Every stage runs under timeout(1) with its own limit, cut to what is left
@@ -92,7 +92,7 @@ limit() {
 	return "$lrc"
 }
 
-want() { case " ${STAGES:-check valgrind kmod sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${STAGES:-check valgrind kmod aarch64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Huge pages for the hugetlb tests; the old value is put back at exit.
 old_hp=""
@@ -153,6 +153,18 @@ if want kmod; then
 		cat "$results/fetch-6.12.err"
 		echo "SKIP: check-kmod 6.12: $(tail -n 1 "$results/fetch-6.12.err")" | tee "$log"
 		record kmod-6.12 0 0 1
+	fi
+fi
+
+if want aarch64; then
+	say "aarch64: the suites and the module on Debian's arm64 kernels under qemu"
+	limit aarch64 1200 sh "$top/build-aux/aarch64.sh" "$build" "$results"
+	rc=$?
+	if [ "$rc" -eq 77 ]; then
+		record aarch64 0 0 1
+	elif [ "$rc" -ne 0 ]; then
+		status=1
+		ls "$results"/aarch64-*/stage.results >/dev/null 2>&1 || record aarch64 0 1
 	fi
 fi
 

@@ -21,6 +21,7 @@
 #   EP_KMOD_SUITES       a directory of static test programs that the guest
 #                        runs before the module's suite; their output goes to
 #                        EP_KMOD_WORK/suites/NAME.log and .trs (automake's form)
+#   EP_KMOD_SUITE_TIMEOUT  seconds each of those suites may take (300)
 #   EP_KMOD_WORK, EP_KMOD_LOG   work directory and log (tests/kmod/build and
 #                        tests/kmod/check-kmod.log under the build directory)
 #   QEMU                 qemu binary (qemu-system-x86_64, qemu-system-aarch64)
@@ -162,7 +163,8 @@ fi
 ck_mult=1
 [ "$accel_mode" = tcg ] && ck_mult=10
 sed -e "s|@USER_LIMIT@|$user_limit|g" -e "s|@GUEST_TIMEOUT@|$((timeout - 30))|g" \
-	-e "s|@CK_MULT@|$ck_mult|g" "$srcdir/tests/kmod/init.in" >"$root/init" || exit 1
+	-e "s|@CK_MULT@|$ck_mult|g" -e "s|@SUITE_TIMEOUT@|${EP_KMOD_SUITE_TIMEOUT:-300}|g" \
+	"$srcdir/tests/kmod/init.in" >"$root/init" || exit 1
 chmod 755 "$root/init" "$root/check_kmod" "$root/bin/busybox"
 initrd=$work/initrd.gz
 (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$initrd" ||
