@@ -1,9 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Installs the Debian packages libexecpack needs to build and test.
-# Usage: build-aux/install-deps.sh [base|kmod|all]
+# Usage: build-aux/install-deps.sh [base|kmod|cross|all]
 #   base: compiler toolchain, Autotools, Check, Valgrind, libunwind (default)
 #   kmod: what `make check-kmod` needs to boot a real kernel under qemu
+#   cross: cross compilers for aarch64 and riscv64, the arm64 (multiarch)
+#         pkg-config, Check and libunwind, and qemu-system-aarch64 (the
+#         aarch64 stage of build-aux/run.sh; the arm64 kernels and busybox
+#         are unpacked there, not installed)
 #   all:  both, plus the optional peers and tools used by benchmarks, packaging
 #         and the Python package's tests
 set -e
@@ -11,8 +15,12 @@ set_name=${1:-base}
 
 base="build-essential autoconf automake libtool pkg-config check libunwind-dev valgrind
 autoconf-archive clang llvm libclang-rt-14-dev groff-base python3"
-kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod
+kmod="qemu-system-x86 linux-image-amd64 linux-headers-amd64 busybox-static cpio kmod dwarves
 binutils liblzma-dev"
+# arm64 packages come through multiarch (added below when wanted).
+cross="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm
+pkgconf:arm64 check:arm64 libunwind-dev:arm64 liblzma-dev:arm64
+gcc-riscv64-linux-gnu libc6-dev-riscv64-cross"
 # packaging: the Debian packages (with DKMS and pybuild), the Python
 # package's tests (pytest, a venv, mypy --strict)
 extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev dkms dh-dkms
@@ -24,8 +32,24 @@ base="$base linux-perf libcapstone-dev"
 case "$set_name" in
 base) want=$base ;;
 kmod) want=$kmod ;;
-all) want="$base $kmod $extra" ;;
-*) echo "usage: $0 [base|kmod|all]" >&2; exit 2 ;;
+cross) want=$cross ;;
+all)
+	want="$base $kmod $extra"
+	# Without the cross set only the aarch64 stage is lost: it says SKIP.
+	sh "$0" cross || echo "$0: the cross packages are not installed; the aarch64 stage will be skipped" >&2
+	;;
+*) echo "usage: $0 [base|kmod|cross|all]" >&2; exit 2 ;;
+esac
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+case " $want " in
+*:arm64*)
+	if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+		$SUDO dpkg --add-architecture arm64
+		new_arch=1
+	fi
+	;;
 esac
 
 missing=""
@@ -33,12 +57,12 @@ for p in $want; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
 		missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+# The arm64 package lists are needed to download the arm64 kernels too.
+[ -z "$missing" ] && [ -z "${new_arch:-}" ] && exit 0
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
 echo "installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || true
+[ -z "$missing" ] && exit 0
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -56,8 +56,20 @@ enum ep_backend {
  */
 typedef void (*ep_fill_fn)(void *dst, size_t len, void *ctx);
 
-/* x86 trap fill: INT3 (0xCC) in every byte.  ctx is ignored. */
+/*
+ * Trap fills, one per architecture, all built on every architecture (a JIT
+ * may emit code for another one).  A NULL ep_config.fill means the fill of
+ * the architecture the library runs on: ep_fill_x86_int3 on x86-64,
+ * ep_fill_arm64_brk on aarch64, ep_fill_riscv_ebreak on riscv64.  ctx is
+ * ignored.  The arm64 and riscv64 fills choose each byte by its address,
+ * so any part of a buffer lines up with the instructions around it.
+ */
+/* x86: INT3 (0xCC) in every byte. */
 EP_API void ep_fill_x86_int3(void *dst, size_t len, void *ctx);
+/* arm64: BRK #0x3e8 (0xd4207d00) in every aligned 32-bit word. */
+EP_API void ep_fill_arm64_brk(void *dst, size_t len, void *ctx);
+/* riscv64: c.ebreak (0x9002) at every 2-byte boundary. */
+EP_API void ep_fill_riscv_ebreak(void *dst, size_t len, void *ctx);
 
 /* ep_config.flags */
 #define EP_F_RANDOMIZE (1u << 0) /* random 16-byte-aligned offset in slack */
@@ -115,12 +127,15 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out);
  * its len bytes inside one live allocation.  Before ep_finalize() this
  * writes the staging buffer; after it, it patches the live code.
  *
- * A thread running the code meanwhile sees either the old or the new bytes
- * of a patch of at most 8 bytes that stays inside one aligned 8-byte word
- * (it is made with a single store); a longer or straddling patch is a
- * plain copy and may be seen half done.  So patch the rel32 of a call or
- * jump whose 4 bytes do not cross an 8-byte boundary, and the switch is
- * atomic; anything larger needs the executors stopped or diverted first.
+ * A thread running the code meanwhile sees either the old or the new
+ * instruction when the patch is a single store the architecture fetches
+ * whole: on x86-64 up to 8 bytes inside one aligned 8-byte word (the rel32
+ * of a call or jump whose 4 bytes do not cross an 8-byte boundary); on
+ * arm64 and riscv64 one aligned 32-bit instruction word (and arm64 allows
+ * only B, BL, NOP, BRK, SVC, HVC, SMC and ISB to be swapped for each other
+ * under a running thread).  Anything else is a plain copy that may be seen
+ * half done: stop or divert the executors first.  The instruction caches of
+ * every core are synchronised before ep_write() returns (ep_write(3)).
  */
 EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src,
 		    size_t len);
@@ -178,11 +193,17 @@ EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
 /* ep_set_unwind() kinds: what libunwind is told about an allocation. */
 #define EP_UNWIND_NAME     0 /* name only: unw_get_proc_name() names the frame;
 				stepping uses the frame pointer (default) */
-#define EP_UNWIND_DWARF_FP 1 /* CFI for "push rbp; mov rbp, rsp" at offset 0:
-				stepping by DWARF, no name from libunwind */
+#define EP_UNWIND_DWARF_FP 1 /* CFI for a frame-record prologue at offset 0
+				("push rbp; mov rbp, rsp" on x86-64,
+				"stp x29, x30, [sp, #-16]!; mov x29, sp" on
+				arm64; ep_set_unwind(3)): stepping by DWARF,
+				no name from libunwind */
 #define EP_UNWIND_DWARF_SP 2 /* CFI for code without a frame pointer that
-				lowers rsp by frame bytes in its first
-				prologue bytes: stepping by DWARF, no name */
+				lowers sp by frame bytes in its first
+				prologue bytes (on arm64 and riscv64 and
+				stores the link register at the top of that
+				frame, sp + frame - 8): stepping by DWARF,
+				no name */
 
 /*
  * How libunwind should unwind the allocation at exec (see ep_set_unwind(3));

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * backend-hugetlb.c - packs on real 2 MiB pages, dual-mapped like memfd.
+ * backend-hugetlb.c - packs on real huge pages, dual-mapped like memfd.
  *
- * One pack is one huge page: a single iTLB entry covers every program in
+ * The huge pages are those vm.nr_hugepages reserves (2 MiB on x86-64 and on
+ * 4 KiB arm64 kernels, 32 MiB on 16 KiB ones; pages.c), or the page size of
+ * the hugetlbfs mount in ep_config.path.  One pack is one huge page: a single iTLB entry covers every program in
  * it.  The file is a MFD_HUGETLB memfd, or a file in a hugetlbfs mount when
  * ep_config.path names one.  Every page of a new file is allocated
  * (fallocate) before anything touches it: a mapping's reservation does not
  * cover a cgroup's fault-time limit (hugetlb.2MB.max), under which the
  * first touch would die of SIGBUS.  So "no huge page left" is an error at
- * ep_alloc() time: -ENOSPC for a pool that asked for hugetlb, 4 KiB pages
+ * ep_alloc() time: -ENOSPC for a pool that asked for hugetlb, base pages
  * from then on for one that let AUTO choose.
  */
 #include "config.h"
@@ -31,13 +33,12 @@
 #ifndef MFD_HUGE_SHIFT
 #define MFD_HUGE_SHIFT 26
 #endif
-#define HUGE_2MB_FLAG (21U << MFD_HUGE_SHIFT)
 #define HUGETLBFS_MAGIC_NR 0x958458f6
-#define HUGE_SIZE ((size_t)2 << 20)
 
 struct ep__backend {
 	struct ep__memfd_kind kind;
-	struct ep__memfd_kind small; /* AUTO only: 4 KiB pages when huge run out */
+	struct ep__memfd_kind small; /* AUTO only: base pages when huge run out */
+	size_t huge;                 /* the huge page size */
 	bool fallback;
 	char *dir;
 };
@@ -59,11 +60,21 @@ static long read_long(const char *path)
 	return v;
 }
 
-static void explain_no_pages(char *why, size_t whylen, int err)
+/* The counter of huge pages of size huge named what. */
+static long huge_count(size_t huge, const char *what)
 {
-	long total = read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages");
-	long avail = read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
-	long rsvd = read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/resv_hugepages");
+	char path[96];
+
+	snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/hugepages-%zukB/%s", huge >> 10,
+		 what);
+	return read_long(path);
+}
+
+static void explain_no_pages(char *why, size_t whylen, size_t huge, int err)
+{
+	long total = huge_count(huge, "nr_hugepages");
+	long avail = huge_count(huge, "free_hugepages");
+	long rsvd = huge_count(huge, "resv_hugepages");
 
 	if (total <= 0)
 		ep__why(why, whylen, "hugetlb: no free huge pages (vm.nr_hugepages=%ld)",
@@ -73,7 +84,7 @@ static void explain_no_pages(char *why, size_t whylen, int err)
 			total);
 	else if (err == ENOSPC)
 		ep__why(why, whylen, "hugetlb: cannot allocate a huge page though %ld are free "
-			"(a cgroup's hugetlb.2MB.max, or the mount's size limit)", avail);
+			"(a cgroup's hugetlb.<size>.max, or the mount's size limit)", avail);
 	else
 		ep__why(why, whylen, "hugetlb: cannot map a huge page: %s", ep__errno_text(err));
 }
@@ -91,15 +102,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 
 	if (!be)
 		return -ENOMEM;
-	be->kind = (struct ep__memfd_kind){ .name = "hugetlb", .align = HUGE_SIZE, .commit = 1 };
-	be->small = (struct ep__memfd_kind){ .name = "hugetlb", .align = 4096 };
-	if (cfg->near) {
-		be->kind.near = be->small.near = cfg->near;
-		be->kind.margin = be->small.margin = cfg->pack_size ? cfg->pack_size : HUGE_SIZE;
-	}
-	/* A pool that asked for hugetlb gets huge pages or an error; one that
-	 * let AUTO choose keeps working on 4 KiB pages once they run out. */
-	be->fallback = cfg->backend == EP_BACKEND_AUTO;
+	be->huge = ep__huge_page_size();
 	if (cfg->path) {
 		struct statfs sfs;
 
@@ -115,12 +118,25 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 			free(be);
 			return -EINVAL;
 		}
-		if ((size_t)sfs.f_bsize != HUGE_SIZE) {
-			ep__why(why, whylen, "hugetlb: %s has %ld KiB pages, not 2048 KiB", cfg->path,
+		/* the mount's pagesize= option, whatever the default size */
+		be->huge = (size_t)sfs.f_bsize;
+		if (be->huge < ep__page_size() || (be->huge & (be->huge - 1))) {
+			ep__why(why, whylen, "hugetlb: %s has %ld KiB pages", cfg->path,
 				(long)sfs.f_bsize / 1024);
 			free(be);
 			return -EINVAL;
 		}
+	}
+	be->kind = (struct ep__memfd_kind){ .name = "hugetlb", .align = be->huge, .commit = 1 };
+	be->small = (struct ep__memfd_kind){ .name = "hugetlb", .align = ep__page_size() };
+	if (cfg->near) {
+		be->kind.near = be->small.near = cfg->near;
+		be->kind.margin = be->small.margin = cfg->pack_size ? cfg->pack_size : be->huge;
+	}
+	/* A pool that asked for hugetlb gets huge pages or an error; one that
+	 * let AUTO choose keeps working on base pages once they run out. */
+	be->fallback = cfg->backend == EP_BACKEND_AUTO;
+	if (cfg->path) {
 		be->dir = strdup(cfg->path);
 		if (!be->dir) {
 			free(be);
@@ -128,22 +144,24 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		}
 		be->kind.dir = be->dir;
 	} else {
-		be->kind.mfd_flags = MFD_HUGETLB | HUGE_2MB_FLAG;
+		/* the size's log2 in the flags: the default size might differ */
+		be->kind.mfd_flags = MFD_HUGETLB |
+				     ((unsigned)__builtin_ctzll(be->huge) << MFD_HUGE_SHIFT);
 	}
 
 	/* Probe: create and map one huge page now, so AUTO and explicit pools
 	 * learn at ep_pool_create() whether huge pages can be had at all. */
-	int fd = ep__memfd_open(&be->kind, HUGE_SIZE, why, whylen);
+	int fd = ep__memfd_open(&be->kind, be->huge, why, whylen);
 	struct ep__region r;
 	int rc = fd;
 
 	if (fd >= 0) {
-		rc = ep__memfd_map_fd(&be->kind, fd, HUGE_SIZE, NULL, NULL, &r, why, whylen);
+		rc = ep__memfd_map_fd(&be->kind, fd, be->huge, NULL, NULL, &r, why, whylen);
 		close(fd);
 	}
 	if (rc) {
 		if (no_huge_page(rc)) {
-			explain_no_pages(why, whylen, -rc);
+			explain_no_pages(why, whylen, be->huge, -rc);
 			rc = -ENOSPC;
 		}
 		free(be->dir);
@@ -163,14 +181,12 @@ static void hugetlb_close(struct ep__backend *be)
 
 static size_t hugetlb_page_size(const struct ep__backend *be)
 {
-	(void)be;
-	return HUGE_SIZE;
+	return be->huge;
 }
 
 static size_t hugetlb_default_pack_size(const struct ep__backend *be)
 {
-	(void)be;
-	return HUGE_SIZE;
+	return be->huge;
 }
 
 static int hugetlb_map(struct ep__backend *be, size_t size, ep_fill_fn fill, void *ctx,
@@ -236,7 +252,7 @@ static int hugetlb_fill(struct ep__backend *be, struct ep__region *r, size_t off
 }
 
 /* The private copy after fork() needs a spare huge page per region; an
- * AUTO pool copies onto 4 KiB pages when there is none, as map() does. */
+ * AUTO pool copies onto base pages when there is none, as map() does. */
 static int hugetlb_privatize(struct ep__backend *be, struct ep__region *r)
 {
 	int rc = ep__memfd_privatize(r->handle == REGION_SMALL ? &be->small : &be->kind, r);

@@ -119,7 +119,7 @@ static int kmod_open(const struct ep_config *cfg, struct ep__backend **out, char
 	if (!be)
 		return -ENOMEM;
 	be->fd = -1;
-	be->page = (size_t)sysconf(_SC_PAGESIZE);
+	be->page = ep__page_size();
 	be->path = strdup(cfg && cfg->path ? cfg->path : EXECPACK_DEVICE);
 	be->pat = malloc(be->page);
 	if (!be->path || !be->pat) {

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ int ep__memfd_open(const struct ep__memfd_kind *kind, size_t size, char *why, si
 	int fd;
 
 	if (kind->dir) {
-		char tmpl[4096];
+		char tmpl[PATH_MAX];
 
 		if ((size_t)snprintf(tmpl, sizeof(tmpl), "%s/execpack-XXXXXX", kind->dir) >= sizeof(tmpl)) {
 			ep__why(why, whylen, "%s: path too long", kind->name);
@@ -364,7 +365,6 @@ struct ep__backend {
 	size_t page;
 };
 
-static const struct ep__memfd_kind memfd_kind = { .name = "memfd", .align = 4096 };
 
 /* Probe once at open: a pool that cannot get executable memory should fail
  * at ep_pool_create() with its reason, not at the first ep_alloc(). */
@@ -375,8 +375,8 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 
 	if (!be)
 		return -ENOMEM;
-	be->kind = memfd_kind;
-	be->page = (size_t)sysconf(_SC_PAGESIZE);
+	be->page = ep__page_size();
+	be->kind = (struct ep__memfd_kind){ .name = "memfd", .align = be->page };
 	if (cfg && cfg->near) {
 		be->kind.near = cfg->near;
 		be->kind.margin = cfg->pack_size ? cfg->pack_size : EP__DEFAULT_PACK_SIZE;

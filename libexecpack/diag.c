@@ -332,18 +332,19 @@ static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prolog
 	size_t n = 8, cie = 8, fde, len_at;
 
 	memset(b, 0, sizeof(b));
-	/* CIE: version 1, "zR", code align 1, data align -8, RA column 16 */
+	/* CIE: version 1, "zR", code align 1, data align -8, the RA column */
 	n += 4;                            /* length, below */
 	memset(b + n, 0, 4), n += 4;       /* CIE id */
 	b[n++] = 1;
 	memcpy(b + n, "zR", 3), n += 3;
 	b[n++] = 1;    /* code alignment */
 	b[n++] = 0x78; /* data alignment -8 */
-	b[n++] = 16;   /* return address: rip */
+	b[n++] = EP__DW_RA; /* return address column (arch.h) */
 	b[n++] = 1;    /* augmentation data length */
 	b[n++] = 0x00; /* FDE pointers: DW_EH_PE_absptr */
-	b[n++] = 0x0c, b[n++] = 7, b[n++] = 8; /* DW_CFA_def_cfa rsp+8 */
-	b[n++] = 0x90, b[n++] = 1;            /* DW_CFA_offset rip at cfa-8 */
+	b[n++] = 0x0c, b[n++] = EP__DW_SP, b[n++] = EP__CFA_AT_ENTRY; /* DW_CFA_def_cfa */
+	if (EP__CFA_AT_ENTRY) /* x86: call pushed the return address */
+		b[n++] = 0x80 | EP__DW_RA, b[n++] = 1; /* DW_CFA_offset RA at cfa-8 */
 	n = (n + 7) & ~(size_t)7;              /* DW_CFA_nop padding */
 	uint32_t l32 = (uint32_t)(n - cie - 4);
 
@@ -361,17 +362,24 @@ static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prolog
 	b[n++] = 0; /* augmentation data length */
 	len_at = n;
 	if (kind == EP_UNWIND_DWARF_FP) {
-		/* push rbp; mov rbp, rsp */
-		n += put_advance(b + n, 1);
-		b[n++] = 0x0e, b[n++] = 16; /* DW_CFA_def_cfa_offset 16 */
-		b[n++] = 0x86, b[n++] = 2;  /* DW_CFA_offset rbp at cfa-16 */
-		n += put_advance(b + n, 3);
-		b[n++] = 0x0d, b[n++] = 6; /* DW_CFA_def_cfa_register rbp */
+		/* the frame record's prologue (arch.h: push rbp; mov rbp, rsp on
+		 * x86-64, stp x29, x30, [sp, #-16]!; mov x29, sp on arm64) */
+		n += put_advance(b + n, EP__FP_GROW);
+		b[n++] = 0x0e, b[n++] = EP__CFA_AT_ENTRY + 16; /* DW_CFA_def_cfa_offset */
+		if (EP__FP_SAVED > EP__FP_GROW)
+			n += put_advance(b + n, EP__FP_SAVED - EP__FP_GROW);
+		b[n++] = 0x80 | EP__DW_FP, b[n++] = 2; /* DW_CFA_offset fp at cfa-16 */
+		if (!EP__CFA_AT_ENTRY)
+			b[n++] = 0x80 | EP__DW_RA, b[n++] = 1; /* RA at cfa-8 */
+		n += put_advance(b + n, EP__FP_SET - EP__FP_SAVED);
+		b[n++] = 0x0c, b[n++] = EP__DW_FP, b[n++] = EP__FP_CFA_OFF; /* DW_CFA_def_cfa */
 	} else if (frame) {
 		if (prologue)
 			n += put_advance(b + n, prologue);
-		b[n++] = 0x0e; /* DW_CFA_def_cfa_offset 8+frame */
-		n += put_uleb(b + n, 8 + frame);
+		b[n++] = 0x0e; /* DW_CFA_def_cfa_offset: what the prologue took */
+		n += put_uleb(b + n, EP__CFA_AT_ENTRY + frame);
+		if (!EP__CFA_AT_ENTRY) /* the prologue stored the link register */
+			b[n++] = 0x80 | EP__DW_RA, b[n++] = 1; /* RA at cfa-8 */
 	}
 	(void)len_at;
 	n = (n + 7) & ~(size_t)7;
@@ -539,7 +547,7 @@ static char *gdb_symfile(uintptr_t start, size_t size, const char *name, size_t 
 	eh->e_ident[EI_VERSION] = EV_CURRENT;
 	eh->e_ident[EI_OSABI] = ELFOSABI_SYSV;
 	eh->e_type = ET_EXEC;
-	eh->e_machine = EM_X86_64;
+	eh->e_machine = EP__ARCH_ELF_MACHINE;
 	eh->e_version = EV_CURRENT;
 	eh->e_ehsize = sizeof(Elf64_Ehdr);
 	eh->e_shoff = off_sh;
@@ -1119,7 +1127,8 @@ static uintptr_t sig_restorer(void)
 
 /*
  * Walk the frame records from fp ([saved fp, return address] pairs, as
- * `push rbp; mov rbp, rsp` makes them).  Each next record must lie higher on
+ * `push rbp; mov rbp, rsp` makes them; at fp - 16 on riscv64, arch.h's
+ * EP__FRAME_RECORD).  Each next record must lie higher on
  * the same stack, 8-byte aligned and wholly inside its mapping.  A record
  * whose return address is the signal restorer is a handler's frame: the
  * interrupted context follows it (x86-64 rt_sigframe: the return address,
@@ -1129,7 +1138,7 @@ static uintptr_t sig_restorer(void)
  */
 static unsigned fp_walk(struct out *o, const uintptr_t *fp)
 {
-	uintptr_t cur = (uintptr_t)fp, lo = cur, hi = 0;
+	uintptr_t cur = (uintptr_t)fp + EP__FRAME_RECORD, lo = cur, hi = 0;
 	unsigned n = 0;
 #ifdef EP_SIGFRAMES
 	uintptr_t restorer = sig_restorer();
@@ -1141,7 +1150,7 @@ static unsigned fp_walk(struct out *o, const uintptr_t *fp)
 	while (n < 256 && cur >= lo && cur < hi && cur % 8 == 0 &&
 	       hi - cur >= 2 * sizeof(uintptr_t)) {
 		const uintptr_t *rec = (const uintptr_t *)cur;
-		uintptr_t next = rec[0], ip = rec[1];
+		uintptr_t next = rec[0] + EP__FRAME_RECORD, ip = rec[1];
 
 		if (!ip)
 			break;

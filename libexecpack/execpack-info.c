@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "execpack.h"
+#include "internal.h"
 
 /* What is printed, gathered first so that both formats say the same. */
 struct backend_info {
@@ -30,13 +31,18 @@ struct info {
 	char auto_why[512];
 	char passed_over[1024];
 	const char *env; /* EXECPACK_BACKEND, NULL when unset or empty */
-	struct sysctl_info sys[4];
+	struct sysctl_info sys[6];
+	char huge_label[48], huge_key[48], huge_path[96];
 };
+
+#define NSYS 6
 
 static void sysctl_read(struct sysctl_info *s)
 {
 	FILE *f = fopen(s->path, "re");
 
+	if (!s->path)
+		return; /* a value of its own */
 	s->value[0] = 0;
 	if (!f)
 		return;
@@ -58,10 +64,11 @@ static void gather(struct info *in, const struct ep_config *cfg)
 	};
 	static const char *const sys[][3] = {
 		{ "vm.nr_hugepages", "vm.nr_hugepages", "/proc/sys/vm/nr_hugepages" },
-		{ "free 2 MiB huge pages", "free_hugepages_2048kB",
-		  "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages" },
+		{ NULL, NULL, NULL }, /* the free huge pages of the default size, below */
 		{ "vm.memfd_noexec", "vm.memfd_noexec", "/proc/sys/vm/memfd_noexec" },
 		{ "vm.max_map_count", "vm.max_map_count", "/proc/sys/vm/max_map_count" },
+		{ "page size", "page_size", NULL },
+		{ "huge page size", "huge_page_size", NULL },
 	};
 	const char *env = getenv("EXECPACK_BACKEND");
 
@@ -86,12 +93,23 @@ static void gather(struct info *in, const struct ep_config *cfg)
 			ep_pool_destroy(pool);
 		}
 	}
-	for (size_t i = 0; i < 4; i++) {
-		in->sys[i].label = sys[i][0];
-		in->sys[i].key = sys[i][1];
-		in->sys[i].path = sys[i][2];
+	/* the sizes of the running kernel: 4, 16 or 64 KiB pages; the huge
+	 * page vm.nr_hugepages reserves is 2 MiB with 4 KiB ones, 32 MiB with
+	 * 16 KiB */
+	size_t huge_kb = ep__huge_page_size() >> 10;
+
+	snprintf(in->huge_label, sizeof(in->huge_label), "free %zu KiB huge pages", huge_kb);
+	snprintf(in->huge_key, sizeof(in->huge_key), "free_hugepages_%zukB", huge_kb);
+	snprintf(in->huge_path, sizeof(in->huge_path),
+		 "/sys/kernel/mm/hugepages/hugepages-%zukB/free_hugepages", huge_kb);
+	for (size_t i = 0; i < NSYS; i++) {
+		in->sys[i].label = i == 1 ? in->huge_label : sys[i][0];
+		in->sys[i].key = i == 1 ? in->huge_key : sys[i][1];
+		in->sys[i].path = i == 1 ? in->huge_path : sys[i][2];
 		sysctl_read(&in->sys[i]);
 	}
+	snprintf(in->sys[4].value, sizeof(in->sys[4].value), "%zu", ep__page_size());
+	snprintf(in->sys[5].value, sizeof(in->sys[5].value), "%zu", ep__huge_page_size());
 }
 
 static void print_text(const struct info *in)
@@ -118,7 +136,7 @@ static void print_text(const struct info *in)
 		printf("nothing works: %s\n", in->auto_why[0] ? in->auto_why : ep_strerror(in->auto_rc));
 	}
 	printf("\nsystem:\n");
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < NSYS; i++)
 		printf("  %-28s %s\n", in->sys[i].label, in->sys[i].value[0] ? in->sys[i].value : "n/a");
 	printf("  %-28s %s\n", "EXECPACK_BACKEND", in->env ? in->env : "(unset)");
 }
@@ -227,7 +245,7 @@ static void print_json(const struct info *in)
 		printf(", \"errno\": %d", -in->auto_rc);
 	}
 	fputs(" },\n  \"system\": {", stdout);
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < NSYS; i++) {
 		fputs(i ? ",\n    " : "\n    ", stdout);
 		json_str(in->sys[i].key);
 		fputs(": ", stdout);

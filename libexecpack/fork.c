@@ -155,16 +155,16 @@ static void hide_from_leak_check(void);
 static void atfork_install(void)
 {
 	ep__diag_on_exit(hide_from_leak_check);
-	long pg = sysconf(_SC_PAGESIZE);
-	void *m = mmap(NULL, pg > 0 ? (size_t)pg : 4096, PROT_READ | PROT_WRITE,
+	size_t pg = ep__page_size();
+	void *m = mmap(NULL, pg, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (m != MAP_FAILED) {
-		if (madvise(m, pg > 0 ? (size_t)pg : 4096, MADV_WIPEONFORK) == 0) {
+		if (madvise(m, pg, MADV_WIPEONFORK) == 0) {
 			*(int *)m = 1;
 			ep__fork_mark = m;
 		} else {
-			munmap(m, pg > 0 ? (size_t)pg : 4096); /* (before Linux 4.14) */
+			munmap(m, pg); /* (before Linux 4.14) */
 		}
 	}
 	ep__lock_setup();

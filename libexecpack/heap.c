@@ -70,9 +70,7 @@ static void seed_random(struct ep__sub *pool)
 }
 
 #ifndef SYS_mseal
-#if defined(__x86_64__) || defined(__aarch64__)
-#define SYS_mseal 462
-#endif
+#define SYS_mseal EP__ARCH_SYS_MSEAL
 #endif
 
 int ep__mseal(void *addr, size_t len)

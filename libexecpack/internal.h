@@ -9,27 +9,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch.h"
 #include "backend.h"
 
 #define EP__DEFAULT_PACK_SIZE ((size_t)2 << 20)
 #define EP__MAX_PACK_SIZE ((size_t)1 << 30)
 
-/* The architecture's trap fill, used when ep_config.fill is NULL. */
-void ep__fill_default(void *dst, size_t len, void *ctx);
-
-/* Make [addr, addr+len) coherent for instruction fetch after a store
- * through another mapping (a no-op on x86, whose caches are coherent). */
-/* Make code written through another mapping visible to instruction
- * fetch: nothing to do on x86, whose caches snoop stores. */
-#if defined(__x86_64__) || defined(__i386__)
-static inline void ep__sync_icache(void *addr, size_t len)
-{
-	(void)addr;
-	(void)len;
-}
-#else
-void ep__sync_icache(void *addr, size_t len);
-#endif
+/* pages.c: the base page size of the running kernel (4, 16 or 64 KiB), and
+ * the size of the huge pages vm.nr_hugepages reserves (its PMD size: 2 MiB
+ * with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB with 64 KiB). */
+size_t ep__page_size(void);
+size_t ep__huge_page_size(void);
 
 /*
  * Nonzero when running under Valgrind (set by ep_pool_create(), which comes
@@ -46,7 +36,8 @@ static inline int ep__under_valgrind(void)
 /*
  * Store len bytes at dst.  A store of up to 8 bytes that does not cross an
  * 8-byte boundary is done as one aligned access where possible, so that a
- * concurrent reader sees the old or the new bytes, never a mix.
+ * concurrent reader sees the old or the new bytes, never a mix (instruction
+ * fetch sees up to EP__ARCH_PATCH_WORD bytes of it whole, arch.h).
  */
 void ep__copy_code(void *dst, const void *src, size_t len);
 

@@ -30,6 +30,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@
 #include <unistd.h>
 
 #include "execpack.h"
+#include "internal.h"
 #include "jitdump.h"
 
 #define JD_MAGIC 0x4A695444u /* "JiTD"; a reader that sees it byte-swapped swaps */
@@ -48,15 +50,7 @@
 #define JD_CODE_LOAD 0
 #define JD_CODE_CLOSE 3
 
-#if defined(__x86_64__)
-#define JD_MACHINE EM_X86_64
-#elif defined(__aarch64__)
-#define JD_MACHINE EM_AARCH64
-#elif defined(__riscv)
-#define JD_MACHINE EM_RISCV
-#else
-#define JD_MACHINE EM_NONE
-#endif
+#define JD_MACHINE EP__ARCH_ELF_MACHINE
 
 struct jd_header {
 	uint32_t magic, version, total_size, elf_mach, pad1, pid;
@@ -152,7 +146,7 @@ static void forget_parent(void)
 static int jd_open(void)
 {
 	const char *dir = getenv("EXECPACK_JITDUMP_DIR");
-	char path[4096];
+	char path[PATH_MAX];
 	pid_t pid = getpid();
 
 	if (!dir || !*dir)
@@ -173,8 +167,7 @@ static int jd_open(void)
 		.flags = 0, /* CLOCK_MONOTONIC timestamps */
 	};
 	struct iovec iov = { &h, sizeof(h) };
-	long pg = sysconf(_SC_PAGESIZE);
-	size_t len = pg > 0 ? (size_t)pg : 4096;
+	size_t len = ep__page_size();
 	int rc = write_all(fd, &iov, 1);
 	void *m = rc ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
 

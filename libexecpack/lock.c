@@ -85,9 +85,7 @@ void ep__lock_setup(void)
 		     ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 	}
 	if (ok && !g_barrier_page) {
-		long pg = sysconf(_SC_PAGESIZE);
-
-		g_barrier_len = pg > 0 ? (size_t)pg : 4096;
+		g_barrier_len = ep__page_size();
 		void *m = mmap(NULL, g_barrier_len, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 

@@ -219,7 +219,7 @@ START_TEST(test_env_hugetlb_is_explicit)
 	for (n = 0; n < 64; n++) {
 		struct ep_image im;
 
-		rc = ep_alloc(p, (size_t)2 << 20, &im);
+		rc = ep_alloc(p, tu_huge_page_size(), &im);
 		if (rc)
 			break;
 		got[n] = im.exec;

@@ -325,14 +325,12 @@ START_TEST(test_reuse_runs_new_code)
 	ck_assert_ptr_eq(a, b); /* first fit: the same chunk */
 	ck_assert_int_eq(tu_as_fn(b)(), 2);
 
-	unsigned char patch[6];
+	unsigned char patch[TU_RET_LEN];
 
 	tu_emit_ret_imm(patch, 3);
 	ck_assert_int_eq(ep_write(pool, b, patch, sizeof(patch)), 0);
 	ck_assert_int_eq(tu_as_fn(b)(), 3);
-	uint32_t imm = 4;
-
-	ck_assert_int_eq(ep_write(pool, (char *)b + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(pool, b, 4), 0);
 	ck_assert_int_eq(tu_as_fn(b)(), 4);
 }
 END_TEST
@@ -405,16 +403,26 @@ END_TEST
 /* ---- JIT frames in backtraces ------------------------------------------ */
 
 /*
+ * x86-64:
  * push rbp; mov rbp, rsp; mov rax, cb; call rax; pop rbp; ret   (fp)
  * nop; sub rsp, 8; mov rax, cb; call rax; add rsp, 8; ret       (no fp)
+ * arm64:
+ * stp x29, x30, [sp, #-16]!; mov x29, sp; ldr x16, =cb; blr x16;
+ * ldp x29, x30, [sp], #16; ret                                  (fp)
+ * stp x29, x30, [sp, #-16]!; ldr x16, =cb; blr x16;
+ * ldp x29, x30, [sp], #16; ret                                  (no fp:
+ * x29 is the caller's, the return address at the top of the frame)
  * The return address into the JIT code is at CALL_END.  They differ on
  * purpose: unw_backtrace() keeps a per-thread cache of frame layouts by
  * address that nothing invalidates (libunwind 1.6), so with CK_FORK=no a
  * reused address with a different layout would be stepped by stale data.
  */
+#if defined(__x86_64__)
+#define JIT_FRAMES 1
 #define FP_CALL_END 16
 #define SP_CALL_END 17
 #define SP_PROLOGUE 5
+#define SP_FRAME 8
 
 static size_t emit_caller(unsigned char *p, int (*cb)(void), int fp)
 {
@@ -439,7 +447,40 @@ static size_t emit_caller(unsigned char *p, int (*cb)(void), int fp)
 	p[n++] = 0xc3;
 	return n;
 }
+#elif defined(__aarch64__)
+#define JIT_FRAMES 1
+#define FP_CALL_END 16
+#define SP_CALL_END 12
+#define SP_PROLOGUE 4
+#define SP_FRAME 16
 
+/* ldr x<rt>, <literal at byte lit>, placed at byte at */
+static uint32_t a64_ldr_lit(unsigned rt, size_t at, size_t lit)
+{
+	return 0x58000000u | (uint32_t)((lit - at) / 4) << 5 | rt;
+}
+
+static size_t emit_caller(unsigned char *p, int (*cb)(void), int fp)
+{
+	size_t n = 0;
+	uint64_t target;
+
+	memcpy(&target, &cb, sizeof(target));
+	tu_put32(p + n, 0xa9bf7bfdu), n += 4;      /* stp x29, x30, [sp, #-16]! */
+	if (fp)
+		tu_put32(p + n, 0x910003fdu), n += 4; /* mov x29, sp */
+	tu_put32(p + n, a64_ldr_lit(16, n, 24)), n += 4;
+	tu_put32(p + n, 0xd63f0200u), n += 4;      /* blr x16 */
+	tu_put32(p + n, 0xa8c17bfdu), n += 4;      /* ldp x29, x30, [sp], #16 */
+	tu_put32(p + n, 0xd65f03c0u), n += 4;      /* ret */
+	while (n < 24)
+		tu_put32(p + n, 0xd503201fu), n += 4; /* nop */
+	memcpy(p + n, &target, 8), n += 8;
+	return n;
+}
+#endif
+
+#ifdef JIT_FRAMES
 static void *jit_caller(int (*cb)(void), int fp, const char *name, int kind)
 {
 	struct ep_image img;
@@ -447,7 +488,7 @@ static void *jit_caller(int (*cb)(void), int fp, const char *name, int kind)
 	ck_assert_int_eq(ep_alloc(pool, 32, &img), 0);
 	emit_caller(img.rw, cb, fp);
 	if (kind >= 0) {
-		int rc = ep_set_unwind(pool, img.exec, kind, fp ? 0 : SP_PROLOGUE, fp ? 0 : 8);
+		int rc = ep_set_unwind(pool, img.exec, kind, fp ? 0 : SP_PROLOGUE, fp ? 0 : SP_FRAME);
 
 		ck_assert_msg(rc == 0, "ep_set_unwind: %s", ep_strerror(rc));
 	}
@@ -588,6 +629,7 @@ START_TEST(test_unwind_cancelled)
 }
 END_TEST
 #endif /* HAVE_LIBUNWIND */
+#endif /* JIT_FRAMES */
 
 START_TEST(test_set_unwind_errors)
 {
@@ -608,6 +650,7 @@ START_TEST(test_set_unwind_errors)
 }
 END_TEST
 
+#ifdef JIT_FRAMES
 __attribute__((noinline)) static int backtrace_cb(void)
 {
 	/* a frame record of its own, for the frame-pointer walk to find the
@@ -646,6 +689,9 @@ START_TEST(test_backtrace)
 }
 END_TEST
 
+#endif /* JIT_FRAMES */
+
+#if defined(__x86_64__)
 /* ---- ep_backtrace's frame-pointer walk: bad frame pointers ------------------
  * EXECPACK_BACKTRACE=fp selects the walk where libunwind is built in.  The
  * tests run on a thread whose stack is a mapping of known bounds with
@@ -907,6 +953,7 @@ START_TEST(test_backtrace_sigframe)
 	ck_assert_int_eq(ep_free(pool, g_jit), 0);
 }
 END_TEST
+#endif /* __x86_64__ */
 
 static Suite *diag_suite(void)
 {
@@ -923,11 +970,20 @@ static Suite *diag_suite(void)
 	tcase_add_test(tc, test_reuse_runs_new_code);
 	tcase_add_test(tc, test_perfmap);
 	tcase_add_test(tc, test_set_unwind_errors);
+#ifdef JIT_FRAMES
 	tcase_add_test(tc, test_backtrace);
+#else
+	printf("SKIP: test_backtrace: no caller emitter for this architecture in the test\n");
+#endif
+#if defined(__x86_64__)
 	tcase_add_test(tc, test_backtrace_bad_fp);
 	tcase_add_test(tc, test_backtrace_sigframe);
+#else
+	printf("SKIP: test_backtrace_bad_fp, test_backtrace_sigframe: the test's JIT code "
+	       "and ep_backtrace()'s signal-frame walk are x86-64 only\n");
+#endif
 	suite_add_tcase(s, tc);
-#ifdef HAVE_LIBUNWIND
+#if defined(HAVE_LIBUNWIND) && defined(JIT_FRAMES)
 	tc = tcase_create("libunwind");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);

@@ -38,7 +38,7 @@ START_TEST(test_packs_on_huge_pages)
 
 	ck_assert_int_eq(rc, 0);
 	ck_assert_int_eq(tu_as_fn(f)(), 77);
-	ck_assert_int_eq(tu_kernel_page_kb(f), 2048);
+	ck_assert_int_eq(tu_kernel_page_kb(f), (long)(tu_huge_page_size() >> 10));
 	char perms[8];
 
 	tu_mapping_perms(f, perms, NULL, 0);
@@ -47,14 +47,12 @@ START_TEST(test_packs_on_huge_pages)
 	struct ep_stats st;
 
 	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
-	ck_assert_uint_eq(st.pack_bytes, 2u << 20);
+	ck_assert_uint_eq(st.pack_bytes, tu_huge_page_size());
 	/* patch, free, reuse on the huge page */
-	uint32_t imm = 78;
-
-	ck_assert_int_eq(ep_write(p, (char *)f + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(p, f, 78), 0);
 	ck_assert_int_eq(tu_as_fn(f)(), 78);
 	ck_assert_int_eq(ep_free(p, f), 0);
-	ck_assert_uint_eq(((unsigned char *)f)[0], 0xcc);
+	ck_assert(tu_is_trap(f, 1));
 	void *g = tu_jit_ret(p, 6, 79, &rc);
 
 	ck_assert_ptr_eq(g, f);
@@ -77,12 +75,12 @@ START_TEST(test_exhaustion_is_a_clear_error)
 		struct ep_image img;
 
 		ck_assert_int_lt(n, 4096);
-		rc = ep_alloc(p, 2u << 20, &img);
+		rc = ep_alloc(p, tu_huge_page_size(), &img);
 		if (rc)
 			break;
 		tu_emit_ret_imm(img.rw, (uint32_t)n);
 		ck_assert_int_eq(ep_finalize(p, img.exec), 0);
-		ck_assert_int_eq(tu_kernel_page_kb(img.exec), 2048); /* never 4 KiB */
+		ck_assert_int_eq(tu_kernel_page_kb(img.exec), (long)(tu_huge_page_size() >> 10)); /* never base pages */
 		f[n++] = img.exec;
 	}
 	ck_assert_int_eq(rc, -ENOSPC);
@@ -158,16 +156,18 @@ START_TEST(test_auto_falls_back_to_small_pages)
 	while (n < 4096) {
 		int rc;
 
-		f[n] = tu_jit_ret(p, 2u << 20, (uint32_t)n, &rc);
+		f[n] = tu_jit_ret(p, tu_huge_page_size(), (uint32_t)n, &rc);
 		ck_assert_msg(rc == 0, "alloc %d: %s", n, ep_strerror(rc));
 		long kb = tu_kernel_page_kb(f[n]);
 
-		/* (the heap's first pack is 4 KiB-paged: AUTO spends a huge
+		/* (the heap's first pack is small-paged: AUTO spends a huge
 		 * page only once a pack's worth of code is committed) */
-		ck_assert(n == 0 ? kb == 4 : (kb == 2048 || kb == 4));
+		long small_kb = (long)(tu_page() >> 10), huge_kb = (long)(tu_huge_page_size() >> 10);
+
+		ck_assert(n == 0 ? kb == small_kb : (kb == huge_kb || kb == small_kb));
 		if (n++ == 0)
 			continue;
-		if (kb == 4 && ++small == 2)
+		if (kb == small_kb && ++small == 2)
 			break;
 	}
 	ck_assert_int_eq(small, 2);

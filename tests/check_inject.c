@@ -51,7 +51,7 @@ static void check_model(struct ep_pool *p)
 	ck_assert_int_eq(tu_count_wx_mappings(), 0);
 }
 
-/* body: nops, mov eax, value; ret at the end of size bytes */
+/* body: nops, then "return value" at the end of size bytes */
 static void emit(unsigned char *rw, size_t size, uint32_t value)
 {
 	tu_emit_sized(rw, size, value);
@@ -102,7 +102,7 @@ START_TEST(test_random_failures)
 			int k = (int)(rnd(&seed) % (unsigned)nlive);
 			uint32_t v = (uint32_t)step * 7u;
 
-			rc = ep_write(p, (char *)model[k].exec + model[k].size - 5, &v, 4);
+			rc = tu_patch_ret_imm(p, tu_ret_at(model[k].exec, model[k].size), v);
 			if (rc == 0)
 				model[k].value = v;
 		} else if (nlive) {
@@ -158,7 +158,7 @@ START_TEST(test_failed_finalize_then_retry)
 	tu_emit_ret_imm(img.rw, 8);
 	ep_inject_countdown = 0;
 	ck_assert_int_eq(ep_finalize(p, img.exec), -ENOMEM);
-	ck_assert_uint_eq(((unsigned char *)img.exec)[0], 0xcc); /* nothing half-copied */
+	ck_assert(tu_is_trap(img.exec, TU_RET_LEN)); /* nothing half-copied */
 	ck_assert_int_eq(ep_finalize(p, img.exec), 0);        /* staging was kept */
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 8);
 	ep_inject_countdown = 0;
@@ -189,7 +189,7 @@ START_TEST(test_failed_shrink_then_retry)
 
 	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
 	ck_assert_int_eq(ep_alloc(p, 4096, &img), 0);
-	memset(img.rw, 0x90, img.size);
+	tu_fill_nops(img.rw, img.size);
 	emit(img.rw, 100, 5);
 	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
 	/* the refill of the tail fails: nothing given back, nothing changed */
@@ -197,11 +197,11 @@ START_TEST(test_failed_shrink_then_retry)
 	ck_assert_int_eq(ep_shrink(p, img.exec, 100), -ENOMEM);
 	ck_assert_uint_eq(stats_of(p).used_bytes, 4096);
 	ck_assert_int_eq(ep_alloc(p, 64, &other), -EPERM); /* still charged */
-	ck_assert_uint_eq(((unsigned char *)img.exec)[4095], 0x90);
+	ck_assert(tu_is_nops((char *)img.exec + 4095, 1));
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 5);
 	ck_assert_int_eq(ep_shrink(p, img.exec, 100), 0);
 	ck_assert_uint_eq(stats_of(p).used_bytes, 128);
-	ck_assert_uint_eq(((unsigned char *)img.exec)[128], 0xcc);
+	ck_assert(tu_is_trap((char *)img.exec + 128, 1));
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 5);
 	ck_assert_int_eq(ep_alloc(p, 64, &other), 0);
 	ep_pool_destroy(p);

@@ -140,18 +140,17 @@ START_TEST(test_api_jit_and_patch)
 	for (unsigned i = 0; i < 8; i++)
 		ck_assert_int_eq(tu_as_fn(code[i])(), 1000 + i);
 
-	/* patch live code: the imm32 of mov eax, imm32 at the start of a 16-byte fn */
+	/* patch live code: the immediate of the "return imm" of a 16-byte fn */
 	uint32_t imm = 0x5a5a1234;
 
-	ck_assert_int_eq(ep_write(pool, (char *)code[0] + 16 - 6 + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(pool, tu_ret_at(code[0], 16), imm), 0);
 	ck_assert_int_eq(tu_as_fn(code[0])(), (int)imm);
 
 	/* freed code is refilled with traps, readable through the RX view */
 	unsigned char *p = code[1];
 
 	ck_assert_int_eq(ep_free(pool, code[1]), 0);
-	for (size_t i = 0; i < 64; i++)
-		ck_assert_uint_eq(p[i], 0xcc);
+	ck_assert(tu_is_trap(p, 64));
 	ck_assert_int_eq(tu_as_fn(code[2])(), 1002);
 
 	/* no writable alias anywhere in the process */
@@ -209,7 +208,7 @@ START_TEST(test_api_no_writable_device_mapping)
 	int mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
 
 	if (mem >= 0) {
-		unsigned char b = 0x90;
+		unsigned char b = tu_nop_byte(fn);
 
 		ck_assert_int_eq(pwrite(mem, &b, 1, (off_t)(uintptr_t)fn), -1);
 		close(mem);
@@ -246,8 +245,7 @@ START_TEST(test_api_fork_private)
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		uint32_t imm = 2;
-		int ok = ep_write(pool, (char *)fn + 16 - 6 + 1, &imm, 4) == 0 &&
+		int ok = tu_patch_ret_imm(pool, tu_ret_at(fn, 16), 2) == 0 &&
 			 tu_as_fn(fn)() == 2;
 		void *more = tu_jit_ret(pool, 64, 3, NULL);
 
@@ -261,15 +259,14 @@ START_TEST(test_api_fork_private)
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed");
 	ck_assert_int_eq(tu_as_fn(fn)(), 1);
 
-	uint32_t imm = 5;
-
-	ck_assert_int_eq(ep_write(pool, (char *)fn + 16 - 6 + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(pool, tu_ret_at(fn, 16), 5), 0);
 	ck_assert_int_eq(tu_as_fn(fn)(), 5);
 	ep_pool_destroy(pool);
 }
 END_TEST
 
-/* A 4-byte patch inside one 8-byte word is never seen half done. */
+/* A one-store patch (the imm32 inside one 8-byte word on x86, one aligned
+ * instruction word elsewhere) is never seen half done. */
 static volatile int race_stop;
 
 struct race {
@@ -281,10 +278,10 @@ struct race {
 static void *race_patch(void *arg)
 {
 	struct race *r = arg;
-	static const uint32_t v[2] = { 0x11111111, 0x22222222 };
+	static const uint32_t v[2] = { TU_PATCH_A, TU_PATCH_B };
 
 	for (unsigned i = 0; i < 3000 && !r->bad; i++)
-		if (ep_write(r->pool, (char *)r->fn + 1, &v[i & 1], 4))
+		if (tu_patch_ret_imm(r->pool, r->fn, v[i & 1]))
 			r->bad = -1;
 	race_stop = 1;
 	return NULL;
@@ -296,8 +293,8 @@ START_TEST(test_api_patch_not_torn)
 	struct ep_image img;
 
 	ck_assert_int_eq(ep_alloc(r.pool, 64, &img), 0);
-	/* mov eax, imm32 at offset 0: imm at 1..4, inside the first 8-byte word */
-	tu_emit_ret_imm(img.rw, 0x11111111);
+	/* "return imm" at offset 0: x86's imm32 at 1..4, inside the first 8-byte word */
+	tu_emit_ret_imm(img.rw, TU_PATCH_A);
 	ck_assert_int_eq(ep_finalize(r.pool, img.exec), 0);
 	r.fn = img.exec;
 	race_stop = 0;
@@ -311,7 +308,7 @@ START_TEST(test_api_patch_not_torn)
 		int v = tu_as_fn(r.fn)();
 
 		calls++;
-		if (v != 0x11111111 && v != 0x22222222) {
+		if (v != (int)TU_PATCH_A && v != (int)TU_PATCH_B) {
 			r.bad = v;
 			break;
 		}

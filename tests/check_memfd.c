@@ -134,13 +134,15 @@ START_TEST(test_packs_found_by_range)
 	/* many small packs: their addresses are not aligned to their size, and
 	 * every address inside each must still resolve to its allocation */
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
-				 .pack_size = 3 * 4096 };
+				 .pack_size = 3 * tu_page() };
 	struct ep_pool *p;
-	void *f[3 * 192];
+	static void *f[3 * 3 * 1024];
+	int n = (int)(3 * cfg.pack_size / 64); /* three packs full */
 	int rc;
 
+	ck_assert_int_le(n, 3 * 3 * 1024);
 	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
-	for (int i = 0; i < 3 * 192; i++) {
+	for (int i = 0; i < n; i++) {
 		f[i] = tu_jit_ret(p, 64, (uint32_t)i, &rc);
 		ck_assert_int_eq(rc, 0);
 	}
@@ -148,14 +150,12 @@ START_TEST(test_packs_found_by_range)
 
 	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
 	ck_assert_uint_eq(st.packs, 3);
-	for (int i = 0; i < 3 * 192; i++) {
-		uint32_t imm = (uint32_t)i + 1000;
-
+	for (int i = 0; i < n; i++) {
 		/* interior address of each allocation: patch its immediate */
-		ck_assert_int_eq(ep_write(p, (char *)f[i] + 64 - 5, &imm, 4), 0);
+		ck_assert_int_eq(tu_patch_ret_imm(p, tu_ret_at(f[i], 64), (uint32_t)i + 1000), 0);
 		ck_assert_int_eq(tu_as_fn(f[i])(), i + 1000);
 	}
-	for (int i = 3 * 192 - 1; i >= 0; i--)
+	for (int i = n - 1; i >= 0; i--)
 		ck_assert_int_eq(ep_free(p, f[i]), 0);
 	ep_pool_destroy(p);
 }

@@ -59,8 +59,7 @@ START_TEST(test_alloc_write_finalize_call)
 	ck_assert_uint_ge(img.size, 40);
 	ck_assert_uint_eq((uintptr_t)img.exec % 16, 0);
 	/* staging is pre-filled with the trap fill */
-	for (size_t i = 0; i < img.size; i++)
-		ck_assert_uint_eq(((unsigned char *)img.rw)[i], 0xcc);
+	ck_assert(tu_is_trap(img.rw, img.size));
 	tu_emit_ret_imm(img.rw, 42);
 	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 42);
@@ -145,12 +144,13 @@ END_TEST
 
 START_TEST(test_first_fit_across_packs)
 {
-	/* 4 KiB packs: 64 chunks each */
-	struct ep_pool *p = make_pool(4096, 0, 0);
-	struct ep_image im[3][64];
+	/* packs of one page: 64 chunks each with 4 KiB pages */
+	struct ep_pool *p = make_pool(tu_page(), 0, 0);
+	static struct ep_image im[3][1024];
+	size_t per = tu_page() / 64;
 
 	for (int k = 0; k < 3; k++)
-		for (int i = 0; i < 64; i++)
+		for (size_t i = 0; i < per; i++)
 			ck_assert_int_eq(ep_alloc(p, 64, &im[k][i]), 0);
 	ck_assert_uint_eq(stats(p).packs, 3);
 	/* packs are separate mappings; free one chunk in pack 2 and one in pack 1 */
@@ -183,7 +183,7 @@ END_TEST
  * allocation must land exactly where the walk says, through growth, churn,
  * a shrink that releases most packs and regrowth into the freed places.
  */
-#define MF_PACK 8192 /* 128 chunks: two bitmap words per pack */
+#define MF_PACK 16384 /* 256 chunks: four bitmap words per pack (a 16 KiB page) */
 #define MF_CH (MF_PACK / 64)
 #define MF_MAXP 1024
 #define MF_MAXLIVE 6000
@@ -326,7 +326,7 @@ START_TEST(test_first_fit_many_packs)
 				most = mf_np;
 		}
 	}
-	ck_assert_uint_ge(most, 200); /* it did span hundreds of packs */
+	ck_assert_uint_ge(most, 100); /* it did span a hundred packs and more */
 	while (mf_nlive)
 		mf_free(p);
 	ck_assert_uint_eq(stats(p).packs, 1);
@@ -336,22 +336,23 @@ END_TEST
 
 START_TEST(test_pack_release_and_cache)
 {
-	struct ep_pool *p = make_pool(4096, 0, 0);
-	struct ep_image im[3][64];
+	struct ep_pool *p = make_pool(tu_page(), 0, 0);
+	static struct ep_image im[3][1024];
+	size_t per = tu_page() / 64;
 
 	for (int k = 0; k < 3; k++)
-		for (int i = 0; i < 64; i++)
+		for (size_t i = 0; i < per; i++)
 			ck_assert_int_eq(ep_alloc(p, 64, &im[k][i]), 0);
 	ck_assert_uint_eq(stats(p).packs, 3);
-	for (int i = 0; i < 64; i++)
+	for (size_t i = 0; i < per; i++)
 		ck_assert_int_eq(ep_free(p, im[0][i].exec), 0);
 	ck_assert_uint_eq(stats(p).packs, 3); /* first empty pack: cached */
-	for (int i = 0; i < 64; i++)
+	for (size_t i = 0; i < per; i++)
 		ck_assert_int_eq(ep_free(p, im[1][i].exec), 0);
 	ck_assert_uint_eq(stats(p).packs, 2); /* second empty pack: released */
-	ck_assert_uint_eq(stats(p).pack_bytes, 2 * 4096);
+	ck_assert_uint_eq(stats(p).pack_bytes, 2 * tu_page());
 	/* the code in the remaining pack is intact */
-	for (int i = 0; i < 64; i++)
+	for (size_t i = 0; i < per; i++)
 		ck_assert_int_eq(ep_free(p, im[2][i].exec), 0);
 	ck_assert_uint_eq(stats(p).packs, 1);
 	ep_pool_destroy(p);
@@ -403,16 +404,15 @@ START_TEST(test_fill_visible_through_exec)
 	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
 	const unsigned char *x = img.exec;
 
-	ck_assert_uint_eq(x[0], 0xb8);
-	ck_assert_uint_eq(x[5], 0xc3);
-	for (size_t i = 6; i < 64; i++)
-		ck_assert_uint_eq(x[i], 0xcc); /* tail of the chunk: INT3 */
-	for (size_t i = 64; i < 4096; i++)
-		ck_assert_uint_eq(x[i], 0xcc); /* never-used space: INT3 */
+	unsigned char code[TU_RET_LEN];
+
+	tu_emit_ret_imm(code, 5);
+	ck_assert_int_eq(memcmp(x, code, TU_RET_LEN), 0);
+	ck_assert(tu_is_trap(x + TU_RET_LEN, 64 - TU_RET_LEN)); /* tail of the chunk */
+	ck_assert(tu_is_trap(x + 64, 4096 - 64));               /* never-used space */
 	ck_assert_int_eq(ep_free(pool, img.exec), 0);
 	/* the pack is cached (still mapped): the freed range was refilled */
-	for (size_t i = 0; i < 64; i++)
-		ck_assert_uint_eq(x[i], 0xcc);
+	ck_assert(tu_is_trap(x, 64));
 }
 END_TEST
 
@@ -451,6 +451,53 @@ START_TEST(test_custom_fill)
 	ep_fill_x86_int3(buf, sizeof(buf), NULL);
 	for (int i = 0; i < 5; i++)
 		ck_assert_uint_eq(buf[i], 0xcc);
+}
+END_TEST
+
+/* Every architecture's fill, on every architecture, by address. */
+START_TEST(test_arch_fills)
+{
+	uint32_t words[4];
+	unsigned char *b = (unsigned char *)words;
+
+	ep_fill_arm64_brk(words, sizeof(words), NULL);
+	for (int i = 0; i < 4; i++)
+		ck_assert_uint_eq(words[i], 0xd4207d00u); /* BRK #0x3e8 */
+	/* a fill that starts inside a word lines up with the words */
+	memset(words, 0xff, sizeof(words));
+	ep_fill_arm64_brk(b + 3, 6, NULL);
+	ck_assert_uint_eq(b[2], 0xff);
+	ck_assert_uint_eq(b[3], 0xd4);
+	ck_assert_uint_eq(words[1], 0xd4207d00u);
+	ck_assert_uint_eq(b[8], 0x00);
+	ck_assert_uint_eq(b[9], 0xff);
+
+	uint16_t half[8];
+
+	ep_fill_riscv_ebreak(half, sizeof(half), NULL);
+	for (int i = 0; i < 8; i++)
+		ck_assert_uint_eq(half[i], 0x9002); /* c.ebreak */
+	memset(half, 0xff, sizeof(half));
+	ep_fill_riscv_ebreak((unsigned char *)half + 1, 4, NULL);
+	ck_assert_uint_eq(((unsigned char *)half)[0], 0xff);
+	ck_assert_uint_eq(((unsigned char *)half)[1], 0x90);
+	ck_assert_uint_eq(half[1], 0x9002);
+	ck_assert_uint_eq(((unsigned char *)half)[4], 0x02);
+	ck_assert_uint_eq(((unsigned char *)half)[5], 0xff);
+	ep_fill_arm64_brk(NULL, 8, NULL);   /* NULL dst: nothing */
+	ep_fill_riscv_ebreak(NULL, 8, NULL);
+
+	/* a pool without a fill uses the running architecture's */
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+	struct ep_pool *p;
+	struct ep_image img;
+	unsigned char want[64] __attribute__((aligned(64)));
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	ck_assert_int_eq(ep_alloc(p, 64, &img), 0);
+	TU_FILL(want, sizeof(want), NULL);
+	ck_assert_int_eq(memcmp(img.exec, want, 64), 0);
+	ep_pool_destroy(p);
 }
 END_TEST
 
@@ -507,20 +554,18 @@ END_TEST
 START_TEST(test_write_before_and_after_finalize)
 {
 	struct ep_image img;
-	unsigned char code[6];
+	unsigned char code[TU_RET_LEN];
 
 	ck_assert_int_eq(ep_alloc(pool, 64, &img), 0);
 	/* before finalize, ep_write stages through the exec address */
 	tu_emit_ret_imm(code, 11);
 	ck_assert_int_eq(ep_write(pool, img.exec, code, sizeof(code)), 0);
-	ck_assert_int_eq(memcmp(img.rw, code, 6), 0);
-	ck_assert_uint_eq(((unsigned char *)img.exec)[0], 0xcc); /* not yet live */
+	ck_assert_int_eq(memcmp(img.rw, code, TU_RET_LEN), 0);
+	ck_assert(tu_is_trap(img.exec, TU_RET_LEN)); /* not yet live */
 	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 11);
 	/* after finalize, patch the immediate in place */
-	uint32_t imm = 12345;
-
-	ck_assert_int_eq(ep_write(pool, (char *)img.exec + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(pool, img.exec, 12345), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 12345);
 	/* a whole new body, unaligned length */
 	unsigned char body[20];
@@ -529,7 +574,7 @@ START_TEST(test_write_before_and_after_finalize)
 	ck_assert_int_eq(ep_write(pool, img.exec, body, sizeof(body)), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 777);
 	/* a write that touches the last byte of the allocation is fine */
-	unsigned char cc = 0xcc;
+	unsigned char cc = tu_trap_byte((char *)img.exec + img.size - 1);
 
 	ck_assert_int_eq(ep_write(pool, (char *)img.exec + img.size - 1, &cc, 1), 0);
 	ck_assert_int_eq(ep_write(pool, img.exec, code, 0), 0);
@@ -541,7 +586,7 @@ START_TEST(test_bad_inputs)
 {
 	struct ep_image img, other;
 	struct ep_pool *p = NULL;
-	unsigned char code[6];
+	unsigned char code[TU_RET_LEN];
 
 	tu_emit_ret_imm(code, 1);
 	/* a live function that every bad call below must leave intact */
@@ -665,16 +710,14 @@ START_TEST(test_large_allocations)
 	struct ep_stats st = stats(p);
 
 	ck_assert_uint_eq(st.large_allocs, 1);
-	ck_assert_uint_eq(st.large_bytes, (sz + 4095) / 4096 * 4096);
+	ck_assert_uint_eq(st.large_bytes, (sz + tu_page() - 1) / tu_page() * tu_page());
 	ck_assert_uint_eq(st.packs, 0);
 	ck_assert_uint_eq(st.live_allocs, 1);
 	/* code at the far end of the mapping */
 	tu_emit_sized(img.rw, sz, 555);
 	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 555);
-	uint32_t imm = 556;
-
-	ck_assert_int_eq(ep_write(p, (char *)img.exec + sz - 5, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(p, tu_ret_at(img.exec, sz), 556), 0);
 	ck_assert_int_eq(tu_as_fn(img.exec)(), 556);
 	ck_assert_int_eq(ep_free(p, (char *)img.exec + 64), -EINVAL);
 	ck_assert_int_eq(ep_free(p, img.exec), 0);
@@ -712,11 +755,11 @@ START_TEST(test_limit)
 	ep_pool_destroy(p);
 
 	/* large allocations are charged their page-rounded size */
-	p = make_pool(4096, 8192, 0);
-	ck_assert_int_eq(ep_alloc(p, 4097, &a), 0);
+	p = make_pool(tu_page(), 2 * tu_page(), 0);
+	ck_assert_int_eq(ep_alloc(p, tu_page() + 1, &a), 0);
 	ck_assert_int_eq(ep_alloc(p, 1, &b), -EPERM);
 	ck_assert_int_eq(ep_free(p, a.exec), 0);
-	ck_assert_int_eq(ep_alloc(p, 8193, &a), -EPERM);
+	ck_assert_int_eq(ep_alloc(p, 2 * tu_page() + 1, &a), -EPERM);
 	ep_pool_destroy(p);
 }
 END_TEST
@@ -752,16 +795,17 @@ END_TEST
 
 START_TEST(test_stats_add_up)
 {
-	struct ep_pool *p = make_pool(8192, 0, 0);
+	size_t pack = 2 * tu_page(), pg = tu_page();
+	struct ep_pool *p = make_pool(pack, 0, 0);
 	struct ep_image im[50];
 	size_t used = 0, large = 0, nlarge = 0;
 
 	for (int i = 0; i < 50; i++) {
-		size_t sz = (i % 10 == 9) ? 9000 + (size_t)i : 1 + (size_t)i * 37;
+		size_t sz = (i % 10 == 9) ? pack + 808 + (size_t)i : 1 + (size_t)i * 37;
 
 		ck_assert_int_eq(ep_alloc(p, sz, &im[i]), 0);
-		if (sz > 8192) {
-			large += (sz + 4095) / 4096 * 4096;
+		if (sz > pack) {
+			large += (sz + pg - 1) / pg * pg;
 			nlarge++;
 		} else {
 			used += (sz + 63) / 64 * 64;
@@ -773,7 +817,7 @@ START_TEST(test_stats_add_up)
 	ck_assert_uint_eq(st.large_bytes, large);
 	ck_assert_uint_eq(st.large_allocs, nlarge);
 	ck_assert_uint_eq(st.live_allocs, 50);
-	ck_assert_uint_eq(st.pack_bytes, st.packs * 8192);
+	ck_assert_uint_eq(st.pack_bytes, st.packs * pack);
 	ck_assert_uint_ge(st.pack_bytes, st.used_bytes);
 	for (int i = 0; i < 50; i++)
 		ck_assert_int_eq(ep_free(p, im[i].exec), 0);
@@ -855,6 +899,7 @@ static Suite *pool_suite(void)
 	tcase_add_test(tc, test_ten_thousand_programs);
 	tcase_add_test(tc, test_fill_visible_through_exec);
 	tcase_add_test(tc, test_custom_fill);
+	tcase_add_test(tc, test_arch_fills);
 	tcase_add_test(tc, test_fill_reentry_refused);
 	tcase_add_test(tc, test_write_before_and_after_finalize);
 	tcase_add_test(tc, test_bad_inputs);

@@ -33,8 +33,6 @@
 
 #include "reliability.h"
 
-#define FILL_BYTE 0xcc
-
 /* ---- a thread that allocates what it is told ---------------------------- */
 
 struct worker {
@@ -150,7 +148,7 @@ static bool all_traps(const void *exec, size_t n)
 	const unsigned char *p = exec;
 
 	for (size_t i = 0; i < n; i++)
-		if (p[i] != FILL_BYTE)
+		if (p[i] != tu_trap_byte(p + i))
 			return false;
 	return true;
 }

@@ -36,40 +36,41 @@ START_TEST(test_sealed_view_cannot_change)
 
 	ck_assert_int_eq(rc, 0);
 	ck_assert_int_eq(tu_as_fn(f)(), 31);
-	void *page = (void *)((uintptr_t)f & ~(uintptr_t)4095);
+	size_t pg = tu_page();
+	void *page = (void *)((uintptr_t)f & ~(uintptr_t)(pg - 1));
 
-	ck_assert_int_eq(mprotect(page, 4096, PROT_READ | PROT_WRITE), -1);
+	ck_assert_int_eq(mprotect(page, pg, PROT_READ | PROT_WRITE), -1);
 	ck_assert_int_eq(errno, EPERM);
-	ck_assert_int_eq(mprotect(page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC), -1);
-	ck_assert_int_eq(munmap(page, 4096), -1);
+	ck_assert_int_eq(mprotect(page, pg, PROT_READ | PROT_WRITE | PROT_EXEC), -1);
+	ck_assert_int_eq(munmap(page, pg), -1);
 	ck_assert_int_eq(errno, EPERM);
-	void *m = mmap(page, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	void *m = mmap(page, pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 
 	ck_assert_ptr_eq(m, MAP_FAILED);
 	/* the library itself still patches through its alias */
-	uint32_t imm = 32;
-
-	ck_assert_int_eq(ep_write(p, (char *)f + 1, &imm, 4), 0);
+	ck_assert_int_eq(tu_patch_ret_imm(p, f, 32), 0);
 	ck_assert_int_eq(tu_as_fn(f)(), 32);
 	ck_assert_int_eq(ep_free(p, f), 0);
-	ck_assert_uint_eq(((unsigned char *)f)[0], 0xcc);
+	ck_assert(tu_is_trap(f, 1));
 	ep_pool_destroy(p);
 	/* kept until exit, full of traps */
-	for (int i = 0; i < 64; i++)
-		ck_assert_uint_eq(((unsigned char *)f)[i], 0xcc);
+	ck_assert(tu_is_trap(f, 64));
 }
 END_TEST
 
 START_TEST(test_sealed_packs_are_kept)
 {
-	struct ep_pool *p = sealed_pool(4096);
-	struct ep_image im[2][64];
+	/* packs of one page, two of them full */
+	struct ep_pool *p = sealed_pool(tu_page());
+	static struct ep_image im[2][1024];
+	size_t per = tu_page() / 64;
 
+	ck_assert_uint_le(per, 1024);
 	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < 64; i++)
+		for (size_t i = 0; i < per; i++)
 			ck_assert_int_eq(ep_alloc(p, 64, &im[k][i]), 0);
 	for (int k = 0; k < 2; k++)
-		for (int i = 0; i < 64; i++)
+		for (size_t i = 0; i < per; i++)
 			ck_assert_int_eq(ep_free(p, im[k][i].exec), 0);
 	struct ep_stats st;
 
@@ -88,7 +89,7 @@ START_TEST(test_sealed_packs_are_kept)
 	ck_assert_int_eq(ep_finalize(p, big.exec), 0);
 	ck_assert_int_eq(tu_as_fn(big.exec)(), 5);
 	ck_assert_int_eq(ep_free(p, big.exec), 0);
-	ck_assert_uint_eq(((unsigned char *)big.exec)[9999], 0xcc);
+	ck_assert(tu_is_trap((char *)big.exec + 9999, 1));
 	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
 	ck_assert_uint_eq(st.large_allocs, 0);
 	ep_pool_destroy(p);
@@ -106,11 +107,10 @@ START_TEST(test_sealed_after_fork_is_frozen)
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		uint32_t imm = 99;
 		int ok = 1;
 
 		/* cannot change code the parent runs */
-		ok &= ep_write(p, (char *)f + 1, &imm, 4) == -EPERM;
+		ok &= tu_patch_ret_imm(p, f, 99) == -EPERM;
 		ok &= ep_free(p, f) == -EPERM;
 		ok &= tu_as_fn(f)() == 41;
 		/* but goes on JIT'ing, into a pack of its own */

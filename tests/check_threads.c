@@ -100,11 +100,11 @@ static void worker_run(struct worker *w)
 		w->allocs++;
 		w->large_allocs += large;
 		/* the staging buffer and the exec view start out as traps */
-		WCHECK(w, ((unsigned char *)img.rw)[0] == 0xcc &&
-			      ((unsigned char *)img.rw)[img.size - 1] == 0xcc,
+		WCHECK(w, tu_is_trap(img.rw, 1) &&
+			      tu_is_trap((unsigned char *)img.rw + img.size - 1, 1),
 		       "staging not trap-filled");
-		WCHECK(w, ((volatile unsigned char *)img.exec)[0] == 0xcc &&
-			      ((volatile unsigned char *)img.exec)[img.size - 1] == 0xcc,
+		WCHECK(w, tu_is_trap(img.exec, 1) &&
+			      tu_is_trap((unsigned char *)img.exec + img.size - 1, 1),
 		       "fresh exec view not trap-filled at %p (size %zu)", img.exec, img.size);
 		if (r & 0x100) {
 			rel_emit_ret_imm(img.rw, v);
@@ -418,8 +418,7 @@ static void *handoff_producer(void *arg)
 
 		if (rc)
 			HFAIL(h, rc);
-		memset(im.rw, 0x90, size);
-		rel_emit_ret_imm((unsigned char *)im.rw + size - 6, 0x7000u + (uint32_t)i);
+		tu_emit_sized(im.rw, size, 0x7000u + (uint32_t)i);
 		h->exec[i] = im.exec;
 		h->size[i] = size;
 		pthread_mutex_lock(&h->m);

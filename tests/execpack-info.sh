@@ -61,9 +61,17 @@ m = re.search(r"^AUTO picks: (\S+)", text, re.M)
 pick = None if m is None or m.group(1) == "nothing" else m.group(1)
 if j["auto"]["backend"] != pick:
     bad.append("auto %r, text %r" % (j["auto"]["backend"], pick))
-for k in ("vm.nr_hugepages", "free_hugepages_2048kB", "vm.memfd_noexec", "vm.max_map_count"):
+for k in ("vm.nr_hugepages", "vm.memfd_noexec", "vm.max_map_count", "page_size",
+          "huge_page_size"):
     if k not in j["system"]:
         bad.append("system lacks %s" % k)
+page, huge = j["system"].get("page_size"), j["system"].get("huge_page_size")
+if page not in (4096, 16384, 65536):
+    bad.append("page_size %r" % page)
+if not isinstance(huge, int) or huge < 2 * 1024 * 1024 or huge & (huge - 1):
+    bad.append("huge_page_size %r" % huge)
+elif "free_hugepages_%dkB" % (huge // 1024) not in j["system"]:
+    bad.append("system lacks free_hugepages_%dkB" % (huge // 1024))
 for b in bad:
     print("FAIL: %s: %s" % (what, b))
 sys.exit(1 if bad else 0)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * reliability.h - helpers shared by the reliability tests (fork, threads,
- * hostile environments): tiny x86-64 functions, child-process checks that
+ * hostile environments): tiny functions, child-process checks that
  * do not depend on the Check framework, and run-size knobs.
  */
 #ifndef EP_RELIABILITY_H
@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "execpack.h"
+#include "testutil.h"
 
 #ifdef HAVE_VALGRIND_VALGRIND_H
 #include <valgrind/valgrind.h>
@@ -51,18 +52,14 @@
 #define EP_TEST_TSAN 1
 #endif
 
-/* `mov eax, imm32; ret` is this long. */
-#define RET_IMM_LEN 6
+/* "return imm" (testutil.h: for the architecture the tests run on) is this long. */
+#define RET_IMM_LEN TU_RET_LEN
 
 typedef int (*rel_fn)(void);
 
 static inline void rel_emit_ret_imm(void *dst, uint32_t v)
 {
-	unsigned char *p = dst;
-
-	p[0] = 0xb8; /* mov eax, imm32 */
-	memcpy(p + 1, &v, 4);
-	p[5] = 0xc3; /* ret */
+	tu_emit_ret_imm(dst, v);
 }
 
 static inline int rel_call(void *exec)
@@ -87,7 +84,7 @@ static inline int rel_quick(void)
 }
 
 /*
- * Allocate, emit `mov eax, v; ret` into the staging buffer, finalize.
+ * Allocate, emit "return v" into the staging buffer, finalize.
  * Returns 0 or the failing call's negative errno.
  */
 static inline int rel_jit(struct ep_pool *pool, size_t size, uint32_t v, void **exec)
@@ -111,10 +108,11 @@ static inline int rel_jit(struct ep_pool *pool, size_t size, uint32_t v, void **
 	return 0;
 }
 
-/* Patch the immediate of a live `mov eax, imm32; ret`. */
+/* Patch the immediate of a live "return imm" (one aligned store when only
+ * the low bits change, testutil.h). */
 static inline int rel_patch(struct ep_pool *pool, void *exec, uint32_t v)
 {
-	return ep_write(pool, (unsigned char *)exec + 1, &v, 4);
+	return tu_patch_ret_imm(pool, exec, v);
 }
 
 /*

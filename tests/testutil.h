@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * testutil.h - small helpers shared by the test suites: real x86-64 code to
- * JIT and a W^X scanner for /proc/self/maps.
+ * testutil.h - small helpers shared by the test suites: real code to JIT
+ * for the architecture they run on (x86-64, arm64, riscv64), its trap fill,
+ * and a W^X scanner for /proc/self/maps.
  */
 #ifndef EP_TESTUTIL_H
 #define EP_TESTUTIL_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "execpack.h"
 
@@ -23,20 +25,142 @@
 
 typedef int (*tu_fn)(void);
 
-/* mov eax, imm32; ret  (6 bytes) */
+/*
+ * Code for the architecture the tests run on: "return imm" (TU_RET_LEN
+ * bytes), the no-op, and the pool's default trap fill (TU_FILL).  Nops and
+ * traps are chosen by address, as the library's fills are, so a buffer
+ * whose address has the same phase as its exec address (every staging
+ * buffer) holds the same bytes as the code will.
+ */
+#if defined(__x86_64__)
+#define TU_RET_LEN 6
+#define TU_INSN_ALIGN 1
+#define TU_FILL ep_fill_x86_int3
+/* mov eax, imm32; ret */
 static inline size_t tu_emit_ret_imm(unsigned char *p, uint32_t imm)
 {
 	p[0] = 0xb8;
 	memcpy(p + 1, &imm, 4);
 	p[5] = 0xc3;
-	return 6;
+	return TU_RET_LEN;
 }
 
-/* nop padding then mov eax, imm32; ret: a function of exactly len >= 6 bytes */
+static inline unsigned char tu_nop_byte(const void *at)
+{
+	(void)at;
+	return 0x90;
+}
+#elif defined(__aarch64__)
+#define TU_RET_LEN 12
+#define TU_INSN_ALIGN 4
+#define TU_FILL ep_fill_arm64_brk
+static inline void tu_put32(unsigned char *p, uint32_t insn)
+{
+	memcpy(p, &insn, 4); /* little endian */
+}
+
+/* movz w0, #lo; movk w0, #hi, lsl #16; ret */
+static inline size_t tu_emit_ret_imm(unsigned char *p, uint32_t imm)
+{
+	tu_put32(p, 0x52800000u | (imm & 0xffff) << 5);
+	tu_put32(p + 4, 0x72a00000u | (imm >> 16) << 5);
+	tu_put32(p + 8, 0xd65f03c0u);
+	return TU_RET_LEN;
+}
+
+static inline unsigned char tu_nop_byte(const void *at)
+{
+	static const unsigned char nop[4] = { 0x1f, 0x20, 0x03, 0xd5 }; /* 0xd503201f */
+
+	return nop[(uintptr_t)at & 3];
+}
+#elif defined(__riscv) && __riscv_xlen == 64
+#define TU_RET_LEN 12
+#define TU_INSN_ALIGN 2
+#define TU_FILL ep_fill_riscv_ebreak
+static inline void tu_put32(unsigned char *p, uint32_t insn)
+{
+	memcpy(p, &insn, 4); /* little endian */
+}
+
+/* lui a0, hi; addiw a0, a0, lo; ret */
+static inline size_t tu_emit_ret_imm(unsigned char *p, uint32_t imm)
+{
+	uint32_t hi = (imm + 0x800) >> 12;
+	uint32_t lo = imm - (hi << 12);
+
+	tu_put32(p, hi << 12 | 10u << 7 | 0x37);
+	tu_put32(p + 4, (lo & 0xfff) << 20 | 10u << 15 | 10u << 7 | 0x1b);
+	tu_put32(p + 8, 0x00008067u);
+	return TU_RET_LEN;
+}
+
+static inline unsigned char tu_nop_byte(const void *at)
+{
+	static const unsigned char nop[2] = { 0x01, 0x00 }; /* c.nop */
+
+	return nop[(uintptr_t)at & 1];
+}
+#else
+#error "tests: no code emitter for this architecture"
+#endif
+
+/* The trap fill's byte at address at. */
+static inline unsigned char tu_trap_byte(const void *at)
+{
+	unsigned char b[8] __attribute__((aligned(8)));
+
+	TU_FILL(b, sizeof(b), NULL);
+	return b[(uintptr_t)at & 7];
+}
+
+/* Whether [p, p+len) holds the trap fill. */
+static inline int tu_is_trap(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != tu_trap_byte(b + i))
+			return 0;
+	return 1;
+}
+
+/* No-ops over [p, p+len): code that runs on to what follows. */
+static inline void tu_fill_nops(unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = tu_nop_byte(p + i);
+}
+
+/* Whether [p, p+len) holds no-ops as tu_fill_nops() writes them. */
+static inline int tu_is_nops(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != tu_nop_byte(b + i))
+			return 0;
+	return 1;
+}
+
+/* Where tu_emit_sized() puts "return imm" in a function of len bytes. */
+static inline size_t tu_ret_offset(const unsigned char *p, size_t len)
+{
+	size_t off = len < TU_RET_LEN ? 0 : len - TU_RET_LEN;
+
+	return off - (((uintptr_t)p + off) & (TU_INSN_ALIGN - 1));
+}
+
+/* No-ops then "return imm": a function of exactly len bytes, or of
+ * TU_RET_LEN if len is less (the buffer must hold that many; on arm64 and
+ * riscv64 the bytes past the last whole instruction are no-op pieces,
+ * never run). */
 static inline void tu_emit_sized(unsigned char *p, size_t len, uint32_t imm)
 {
-	memset(p, 0x90, len - 6);
-	tu_emit_ret_imm(p + len - 6, imm);
+	if (len < TU_RET_LEN)
+		len = TU_RET_LEN;
+	tu_fill_nops(p, len);
+	tu_emit_ret_imm(p + tu_ret_offset(p, len), imm);
 }
 
 static inline tu_fn tu_as_fn(void *exec)
@@ -47,6 +171,52 @@ static inline tu_fn tu_as_fn(void *exec)
 	return f;
 }
 
+/* Where tu_jit_ret(pool, len, ...) put its "return imm". */
+static inline void *tu_ret_at(void *exec, size_t len)
+{
+	if (len < TU_RET_LEN)
+		len = TU_RET_LEN;
+	return (unsigned char *)exec + tu_ret_offset(exec, len);
+}
+
+/*
+ * Make the live "return imm" at ret (an exec address) return imm instead,
+ * with ep_write() of only the bytes that change: the imm32 of x86's mov
+ * (one 4-byte store); on arm64 and riscv64 the instruction words that
+ * differ, so that a change of the low 16 (arm64) or 12 (riscv64) bits
+ * alone is one aligned 32-bit instruction word, which a thread running
+ * the code sees whole.
+ */
+static inline int tu_patch_ret_imm(struct ep_pool *pool, void *ret, uint32_t imm)
+{
+#if defined(__x86_64__)
+	return ep_write(pool, (unsigned char *)ret + 1, &imm, 4);
+#else
+	unsigned char now[TU_RET_LEN], want[TU_RET_LEN];
+	size_t lo = TU_RET_LEN, hi = 0;
+
+	memcpy(now, ret, sizeof(now));
+	tu_emit_ret_imm(want, imm);
+	for (size_t w = 0; w < TU_RET_LEN; w += 4)
+		if (memcmp(now + w, want + w, 4)) {
+			lo = lo < w ? lo : w;
+			hi = w + 4;
+		}
+	if (hi == 0)
+		return ep_write(pool, ret, want, 0);
+	return ep_write(pool, (unsigned char *)ret + lo, want + lo, hi - lo);
+#endif
+}
+
+/* Two immediates whose "return imm" differ in one aligned instruction word
+ * only (x86: the imm32, one store), for patches raced against callers. */
+#define TU_PATCH_A 0x11111111u
+#if defined(__x86_64__)
+#define TU_PATCH_B 0x22222222u
+#else
+#define TU_PATCH_B 0x11111222u /* the low 12 bits only: movz, or addiw */
+#endif
+
 /* JIT a function returning imm; returns its exec address or NULL. */
 static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, int *rc_out)
 {
@@ -54,12 +224,18 @@ static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, 
 	int rc = ep_alloc(pool, size, &img);
 
 	if (rc == 0) {
-		tu_emit_sized(img.rw, size < 6 ? 6 : size, imm);
+		tu_emit_sized(img.rw, size < TU_RET_LEN ? TU_RET_LEN : size, imm);
 		rc = ep_finalize(pool, img.exec);
 	}
 	if (rc_out)
 		*rc_out = rc;
 	return rc == 0 ? img.exec : NULL;
+}
+
+/* The base page size of the running kernel (4, 16 or 64 KiB). */
+static inline size_t tu_page(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
 }
 
 /* The number a /proc or /sys file holds, or -1 if it cannot be read. */
@@ -76,10 +252,31 @@ static inline long tu_read_long(const char *path)
 	return v;
 }
 
-/* Free 2 MiB huge pages in the system, or -1 if that cannot be read. */
+/* The default huge page size (what vm.nr_hugepages reserves and the
+ * hugetlb backend uses), in bytes; 0 if unknown. */
+static inline size_t tu_huge_page_size(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[128];
+	unsigned long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Hugepagesize: %lu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (size_t)kb << 10;
+}
+
+/* Free default-size huge pages in the system, or -1 if that cannot be read. */
 static inline long tu_free_huge_pages(void)
 {
-	return tu_read_long("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+	char path[96];
+
+	snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/hugepages-%zukB/free_hugepages",
+		 tu_huge_page_size() >> 10);
+	return tu_read_long(path);
 }
 
 /* KernelPageSize of the mapping holding addr, in kB; -1 if not found. */

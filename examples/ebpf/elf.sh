@@ -4,6 +4,10 @@
 # the same answers as the same C compiled natively (ebpf-native), under
 # both the JIT and the interpreter.  Skips (77) without clang.
 set -u
+case ${EP_ARCH:-x86_64} in
+x86_64) ;;
+*) echo "SKIP: the eBPF example's JIT emits x86-64 code, not $EP_ARCH"; exit 77 ;;
+esac
 srcdir=${srcdir:-.}
 top_builddir=${top_builddir:-.}
 CLANG=${EBPF_CLANG:-}

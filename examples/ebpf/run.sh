@@ -2,6 +2,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # run.sh - ebpf-run's command line: the bpf_conformance plugin protocol.
 set -u
+case ${EP_ARCH:-x86_64} in
+x86_64) ;;
+*) echo "SKIP: the eBPF example's JIT emits x86-64 code, not $EP_ARCH"; exit 77 ;;
+esac
 top_builddir=${top_builddir:-.}
 run="$top_builddir/examples/ebpf/execpack-ebpf-run"
 fail=0 n=0

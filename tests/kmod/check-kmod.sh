@@ -4,13 +4,27 @@
 # module loaded.  Called by `make check-kmod`:
 #   check-kmod.sh ABS_TOP_SRCDIR ABS_TOP_BUILDDIR TEST_BINARY
 # Builds the module against an installed kernel's headers (by default the
-# newest /boot/vmlinuz-* that has /lib/modules/<version>/build), boots that
-# kernel under qemu with a busybox initramfs, and reads the result the guest
-# prints on its serial console.  Exit: 0 pass, 1 fail, 77 skip.
+# newest /boot/vmlinuz-* that has /lib/modules/<version>/build), or an
+# unpacked one (tests/kmod/fetch-kernel.sh), boots that kernel under qemu
+# with a busybox initramfs, and reads the result the guest prints on its
+# serial console.  Exit: 0 pass, 1 fail, 77 skip.
 #
 # Environment:
 #   KVER                 kernel version to build for and boot
-#   QEMU                 qemu binary (qemu-system-x86_64)
+#   EP_KMOD_KERNEL, EP_KMOD_KDIR   the kernel image and its headers' build
+#                        directory, when not /boot/vmlinuz-KVER and
+#                        /lib/modules/KVER/build (fetch-kernel.sh's kernel.env)
+#   EP_KMOD_ARCH         x86_64 (default) or aarch64: the guest's architecture;
+#                        aarch64 cross-builds the module and boots qemu's virt
+#                        machine under TCG, with EP_KMOD_BUSYBOX
+#   EP_KMOD_BUSYBOX      a static busybox for the guest (the host's)
+#   EP_KMOD_SUITES       a directory of static test programs that the guest
+#                        runs before the module's suite; their output goes to
+#                        EP_KMOD_WORK/suites/NAME.log and .trs (automake's form)
+#   EP_KMOD_SUITE_TIMEOUT  seconds each of those suites may take (300)
+#   EP_KMOD_WORK, EP_KMOD_LOG   work directory and log (tests/kmod/build and
+#                        tests/kmod/check-kmod.log under the build directory)
+#   QEMU                 qemu binary (qemu-system-x86_64, qemu-system-aarch64)
 #   EP_KMOD_ACCEL        auto (KVM if it boots, else TCG), kvm or tcg
 #   EP_KMOD_KVM_PROBE    seconds KVM gets to reach /init before TCG (20)
 #   EP_KMOD_KVM_CPU      qemu -cpu model under KVM (host)
@@ -25,8 +39,8 @@ srcdir=$1
 builddir=$2
 test_bin=$3
 
-work=$builddir/tests/kmod/build
-log=$builddir/tests/kmod/check-kmod.log
+work=${EP_KMOD_WORK:-$builddir/tests/kmod/build}
+log=${EP_KMOD_LOG:-$builddir/tests/kmod/check-kmod.log}
 serial=$work/serial.log
 mkdir -p "$work" || exit 1
 : >"$log"
@@ -44,8 +58,21 @@ fail() {
 	exit 1
 }
 
-QEMU=${QEMU:-qemu-system-x86_64}
+arch=${EP_KMOD_ARCH:-x86_64}
+case $arch in
+x86_64)
+	QEMU=${QEMU:-qemu-system-x86_64}
+	machine="" console=ttyS0 kbuild_args="" qemu_pkg=qemu-system-x86
+	;;
+aarch64)
+	QEMU=${QEMU:-qemu-system-aarch64}
+	machine="-M virt" console=ttyAMA0 qemu_pkg=qemu-system-arm
+	kbuild_args="ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-"
+	;;
+*) fail "EP_KMOD_ARCH must be x86_64 or aarch64, not $arch" ;;
+esac
 accel_mode=${EP_KMOD_ACCEL:-auto}
+[ "$arch" = "$(uname -m)" ] || accel_mode=tcg
 kvm_probe=${EP_KMOD_KVM_PROBE:-20}
 kvm_cpu=${EP_KMOD_KVM_CPU:-host}
 timeout=${EP_KMOD_TIMEOUT:-600}
@@ -54,17 +81,13 @@ smp=${EP_KMOD_SMP:-2}
 mem=${EP_KMOD_MEM:-512}
 
 # --- tools and a kernel --------------------------------------------------------
-case $(uname -m) in
-x86_64) ;;
-*) skip "only x86_64 hosts are supported (this is $(uname -m))" ;;
-esac
 command -v "$QEMU" >/dev/null 2>&1 ||
-	skip "$QEMU not found (build-aux/install-deps.sh kmod)"
+	skip "$QEMU not found (apt install $qemu_pkg)"
 for t in cpio gzip; do
 	command -v $t >/dev/null 2>&1 || skip "$t not found (build-aux/install-deps.sh kmod)"
 done
-busybox=$(command -v busybox 2>/dev/null || true)
-[ -n "$busybox" ] || skip "busybox not found (apt install busybox-static)"
+busybox=${EP_KMOD_BUSYBOX:-$(command -v busybox 2>/dev/null || true)}
+[ -n "$busybox" ] && [ -x "$busybox" ] || skip "busybox not found (apt install busybox-static)"
 # The initramfs has no libc: busybox and the test must be static.
 is_static() {
 	! LC_ALL=C readelf -l "$1" 2>/dev/null | grep -q 'program interpreter'
@@ -82,8 +105,8 @@ if [ -z "${KVER:-}" ]; then
 fi
 [ -n "$KVER" ] ||
 	skip "no /boot/vmlinuz-* with matching headers (apt install linux-image-amd64 linux-headers-amd64)"
-kernel=/boot/vmlinuz-$KVER
-kdir=/lib/modules/$KVER/build
+kernel=${EP_KMOD_KERNEL:-/boot/vmlinuz-$KVER}
+kdir=${EP_KMOD_KDIR:-/lib/modules/$KVER/build}
 [ -r "$kernel" ] || skip "$kernel not readable"
 [ -e "$kdir/Makefile" ] || skip "no headers for $KVER in $kdir (apt install linux-headers-amd64)"
 say "check-kmod: kernel $KVER (host runs $(uname -r))"
@@ -104,7 +127,8 @@ else
 	cp "$srcdir/libexecpack/kmod/Kbuild" "$srcdir/libexecpack/kmod/execpack.c" \
 		"$srcdir/libexecpack/kmod/execpack_uapi.h" "$mod/" || exit 1
 	# Not the outer make's flags or variables: they are not meant for Kbuild.
-	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$kdir" M="$mod" modules \
+	# shellcheck disable=SC2086
+	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$kdir" M="$mod" $kbuild_args modules \
 		>"$work/module-build.log" 2>&1; then
 		cat "$work/module-build.log" >>"$log"
 		tail -n 20 "$work/module-build.log"
@@ -126,7 +150,20 @@ mkdir -p "$root/bin" || exit 1
 cp "$busybox" "$root/bin/busybox" &&
 	cp "$mod/execpack.ko" "$root/execpack.ko" &&
 	cp "$builddir/$test_bin" "$root/check_kmod" || exit 1
+if [ -n "${EP_KMOD_SUITES:-}" ]; then
+	mkdir -p "$root/suites" "$root/src" || exit 1
+	for t in "$EP_KMOD_SUITES"/*; do
+		is_static "$t" || fail "$t is not statically linked"
+		cp "$t" "$root/suites/" || exit 1
+	done
+	# Suites that read the sources find them under $top_srcdir.
+	cp -R "$srcdir/include" "$srcdir/libexecpack" "$srcdir/doc" "$root/src/" || exit 1
+fi
+# Check's timeouts, scaled for an emulated CPU.
+ck_mult=1
+[ "$accel_mode" = tcg ] && ck_mult=10
 sed -e "s|@USER_LIMIT@|$user_limit|g" -e "s|@GUEST_TIMEOUT@|$((timeout - 30))|g" \
+	-e "s|@CK_MULT@|$ck_mult|g" -e "s|@SUITE_TIMEOUT@|${EP_KMOD_SUITE_TIMEOUT:-300}|g" \
 	"$srcdir/tests/kmod/init.in" >"$root/init" || exit 1
 chmod 755 "$root/init" "$root/check_kmod" "$root/bin/busybox"
 initrd=$work/initrd.gz
@@ -148,9 +185,9 @@ run_qemu() {
 	# signal does not print a job notice here; -pidfile is what we kill.
 	(
 		# shellcheck disable=SC2086
-		"$QEMU" $aopt -smp "$smp" -m "$mem" -display none -monitor none -no-reboot \
+		"$QEMU" $machine $aopt -smp "$smp" -m "$mem" -display none -monitor none -no-reboot \
 			-serial "file:$serial" -kernel "$kernel" -initrd "$initrd" \
-			-pidfile "$work/qemu.pid" -append "console=ttyS0 panic=-1 quiet" \
+			-pidfile "$work/qemu.pid" -append "console=$console panic=-1 quiet" \
 			</dev/null >"$work/qemu-$1.log" 2>&1
 		echo $? >"$work/qemu.rc"
 	) 2>>"$work/qemu-$1.log" &
@@ -224,6 +261,25 @@ auto)
 esac
 
 tr -d '\r' <"$serial" >"$work/console.log"
+
+# Each suite's lines, as automake's test driver would keep them.
+if [ -n "${EP_KMOD_SUITES:-}" ]; then
+	rm -rf "$work/suites"
+	mkdir -p "$work/suites"
+	for t in "$EP_KMOD_SUITES"/*; do
+		n=${t##*/}
+		sed -n "/^EXECPACK-SUITE: start $n\$/,/^EXECPACK-SUITE: end $n rc=/p" \
+			"$work/console.log" >"$work/suites/$n.log"
+		r=$(sed -n "s/^EXECPACK-SUITE: end $n rc=\([0-9]*\)\$/\1/p" "$work/suites/$n.log")
+		case $r in
+		0) res=PASS ;;
+		77) res=SKIP ;;
+		*) res=FAIL ;;
+		esac
+		echo ":test-result: $res" >"$work/suites/$n.trs"
+		say "$res: $n${r:+ (exit $r)}$(grep -E '^[0-9]+%: Checks:' "$work/suites/$n.log" | tail -n 1 | sed 's/^/: /')"
+	done
+fi
 {
 	echo "---- guest console ($accel) ----"
 	cat "$work/console.log"
@@ -235,7 +291,8 @@ grep -E '^EXECPACK-KMOD|^[0-9]+%: Checks:|check_kmod\.c:[0-9]+:|^(PASS|FAIL): de
 say "check-kmod: boot+test took ${elapsed}s with $accel (qemu exit $qrc)"
 
 # One Check summary per run of the suite (root, then uid 1000).
-grep -E '^EXECPACK-KMOD: suite as |^[0-9]+%: Checks: [0-9]+' "$work/console.log" |
+sed -n '/^EXECPACK-KMOD: module loaded/,$p' "$work/console.log" |
+	grep -E '^EXECPACK-KMOD: suite as |^[0-9]+%: Checks: [0-9]+' |
 	sed -n '/suite as /{s/.*suite as //;h;d};G;s/\(.*\)\n\(.*\)/check-kmod: \2: \1/p' >"$work/summary"
 while read -r line; do say "$line"; done <"$work/summary"
 result=$(sed -n 's/^EXECPACK-KMOD-RESULT rc=\([0-9]*\).*/\1/p' "$work/console.log" | tail -n 1)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * fill-x86.c - trap fills: what every hole and freed range holds, so that a
- * stray jump into it stops the program instead of running stale code.
+ * fill.c - the trap fills of every architecture (what every hole and freed
+ * range holds, so that a stray jump into it stops the program instead of
+ * running stale code) and the single-store copy of code bytes.  Every fill
+ * is built on every architecture: a JIT may write code for another one.
  */
 #include <string.h>
 
@@ -15,34 +17,37 @@ EP_API void ep_fill_x86_int3(void *dst, size_t len, void *ctx)
 		memset(dst, 0xcc, len); /* INT3: a one-byte trap, valid at any offset */
 }
 
-#if defined(__aarch64__)
-/* BRK #0x3e8, little endian; code there is 4-byte aligned. */
-static void fill_arm64_brk(void *dst, size_t len)
+/*
+ * The instruction at each address is chosen by the address, not by the
+ * offset in the range, so that a fill of any part of a buffer lines up with
+ * the instruction boundaries of the code around it.
+ */
+EP_API void ep_fill_arm64_brk(void *dst, size_t len, void *ctx)
 {
+	/* BRK #0x3e8 (0xd4207d00), little endian; instructions are 4-byte aligned */
 	static const unsigned char brk[4] = { 0x00, 0x7d, 0x20, 0xd4 };
 	unsigned char *p = dst;
 
+	(void)ctx;
+	if (!p)
+		return;
 	for (size_t i = 0; i < len; i++)
 		p[i] = brk[((uintptr_t)(p + i)) & 3];
 }
-#endif
 
-void ep__fill_default(void *dst, size_t len, void *ctx)
+EP_API void ep_fill_riscv_ebreak(void *dst, size_t len, void *ctx)
 {
-#if defined(__aarch64__)
+	/* c.ebreak (0x9002): a trap at every 2-byte boundary; 0x90029002 read
+	 * as a 32-bit word is two of them, not a 4-byte instruction */
+	static const unsigned char ebreak[2] = { 0x02, 0x90 };
+	unsigned char *p = dst;
+
 	(void)ctx;
-	fill_arm64_brk(dst, len);
-#else
-	ep_fill_x86_int3(dst, len, ctx);
-#endif
+	if (!p)
+		return;
+	for (size_t i = 0; i < len; i++)
+		p[i] = ebreak[((uintptr_t)(p + i)) & 1];
 }
-
-#if !defined(__x86_64__) && !defined(__i386__)
-void ep__sync_icache(void *addr, size_t len)
-{
-	__builtin___clear_cache((char *)addr, (char *)addr + len);
-}
-#endif
 
 void ep__copy_code(void *dst, const void *src, size_t len)
 {

@@ -1,0 +1,128 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The aarch64 stage of build-aux/run.sh: cross-builds the library and the
+# Check suites (static) for aarch64, then boots Debian's arm64 kernels
+# under qemu-system-aarch64 (TCG) with a busybox initramfs, through
+# tests/kmod/check-kmod.sh: every suite runs inside, then the kernel
+# module's suite with the module cross-built for that kernel.
+#   build-aux/aarch64.sh BUILD_DIR RESULTS_DIR
+# BUILD_DIR/aarch64 holds the build, BUILD_DIR/kernels the unpacked kernels.
+# Each kernel's results go to RESULTS_DIR/aarch64-<kernel>/ (automake-style
+# .log/.trs per suite, stage.results for the module's suite).
+# Exit: 0 all passed, 1 something failed, 77 not run (the reason printed).
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$1
+results=$2
+b=$build/aarch64
+jobs=$(nproc 2>/dev/null || echo 2)
+host=aarch64-linux-gnu
+t0=$(date +%s)
+
+skip() {
+	echo "SKIP: aarch64: $*"
+	exit 77
+}
+
+for t in $host-gcc $host-pkg-config qemu-system-aarch64 cpio gzip; do
+	command -v $t >/dev/null 2>&1 || skip "$t not found (build-aux/install-deps.sh cross)"
+done
+$host-pkg-config --exists check ||
+	skip "no Check for arm64 (build-aux/install-deps.sh cross: check:arm64)"
+
+# busybox for the guest: Debian's arm64 busybox-static, unpacked.
+bb=$build/kernels/busybox-arm64
+if [ ! -x "$bb/bin/busybox" ]; then
+	rm -rf "$bb"
+	mkdir -p "$bb/debs"
+	(cd "$bb/debs" && apt-get download -q=2 busybox-static:arm64) >/dev/null 2>&1 &&
+		dpkg -x "$bb"/debs/*.deb "$bb" || skip "cannot download busybox-static:arm64"
+fi
+
+# --- the build -----------------------------------------------------------------
+echo "aarch64: cross build in $b"
+mkdir -p "$b"
+if [ ! -f "$b/Makefile" ]; then
+	(cd "$b" && "$top/configure" --host=$host --enable-werror --enable-static \
+		--disable-shared >configure.out 2>&1) || { tail -n 30 "$b/configure.out"; exit 1; }
+fi
+# The Check suites are tests/check_*; check_kmod runs after the module loads.
+printf 'ep-print-suites:\n\t@echo $(check_PROGRAMS)\n' >"$b/print-suites.mk"
+suites=$(make -s -C "$b" -f Makefile -f print-suites.mk ep-print-suites | tr ' ' '\n' |
+	grep '^tests/check_' | grep -v '^tests/check_kmod$')
+[ -n "$suites" ] || skip "configure did not find Check for $host"
+# Everything static: the initramfs has no libc.  libunwind's static
+# library needs liblzma.
+make -C "$b" -j"$jobs" -k LDFLAGS=-all-static LIBS=-llzma $suites \
+	tests/kmod/check_kmod_static >"$b/make.out" 2>&1 || {
+	grep -E 'error|Error' "$b/make.out" | head -n 20
+	echo "aarch64: some programs did not build (they count as failures)"
+}
+rm -rf "$b/initrd-suites"
+mkdir -p "$b/initrd-suites"
+missing=""
+for s in $suites; do
+	if [ -x "$b/$s" ]; then
+		$host-strip -o "$b/initrd-suites/${s##*/}" "$b/$s" || exit 1
+	else
+		missing="$missing ${s##*/}"
+	fi
+done
+echo "aarch64: built in $(($(date +%s) - t0))s"
+
+# --- the kernels -----------------------------------------------------------------
+rc=0
+for k in 4k:linux-image-arm64 16k:linux-image-6.12-arm64-16k; do
+	name=aarch64-${k%%:*}
+	r=$results/$name
+	rm -rf "$r"
+	mkdir -p "$r"
+	for m in $missing; do
+		echo "$m did not build (see $b/make.out)" >"$r/$m.log"
+		echo ":test-result: FAIL" >"$r/$m.trs"
+		rc=1
+	done
+	kdir=$build/kernels/arm64-${k%%:*}
+	if ! sh "$top/tests/kmod/fetch-kernel.sh" "$kdir" arm64 "${k#*:}" >/dev/null 2>"$r/fetch.err"; then
+		echo "SKIP: $name: $(tail -n 1 "$r/fetch.err")"
+		echo "0 passed, 0 failed, 1 skipped" >"$r/stage.results"
+		continue
+	fi
+	work=$b/qemu-${k%%:*}
+	log=$b/check-kmod-${k%%:*}.log
+	t1=$(date +%s)
+	(
+		set -a
+		. "$kdir/kernel.env"
+		EP_KMOD_ARCH=aarch64 EP_KMOD_BUSYBOX=$bb/bin/busybox EP_KMOD_SUITES=$b/initrd-suites
+		EP_KMOD_WORK=$work EP_KMOD_LOG=$log EP_KMOD_MEM=1024
+		# What keeps the stage within 15 minutes on 2 cores (doc/performance.md).
+		EP_KMOD_TIMEOUT=${EP_AARCH64_TIMEOUT:-420}
+		EP_KMOD_SUITE_TIMEOUT=${EP_AARCH64_SUITE_TIMEOUT:-15}
+		sh "$top/tests/kmod/check-kmod.sh" "$top" "$b" tests/kmod/check_kmod_static
+	)
+	krc=$?
+	echo "$name: kernel $(sed -n 's/^KVER=//p' "$kdir/kernel.env"), $(($(date +%s) - t1))s"
+	cp "$log" "$r/"
+	[ -d "$work/suites" ] && cp "$work"/suites/*.log "$work"/suites/*.trs "$r/" 2>/dev/null
+	grep -q '^FAIL' "$work"/suites/*.trs 2>/dev/null && rc=1
+	grep -q ':test-result: FAIL' "$r"/*.trs 2>/dev/null && rc=1
+	# The module's suite: its last run (as uid 1000), as run.sh's kmod stage.
+	line=$(grep -E '^check-kmod: .*[0-9]+%: Checks: [0-9]+' "$log" | tail -n 1)
+	if [ -n "$line" ]; then
+		n=$(echo "$line" | sed 's/.*Checks: \([0-9]*\).*/\1/')
+		f=$(echo "$line" | sed 's/.*Failures: \([0-9]*\).*/\1/')
+		e=$(echo "$line" | sed 's/.*Errors: \([0-9]*\).*/\1/')
+		echo "$((n - f - e)) passed, $((f + e)) failed" >"$r/stage.results"
+		[ "$krc" -eq 0 ] || [ $((f + e)) -gt 0 ] || echo "0 passed, 1 failed" >"$r/boot.results"
+	elif [ "$krc" -eq 77 ]; then
+		grep '^SKIP' "$log" | head -n 1
+		echo "0 passed, 0 failed, 1 skipped" >"$r/stage.results"
+	else
+		echo "0 passed, 1 failed" >"$r/stage.results"
+	fi
+	[ "$krc" -eq 0 ] || [ "$krc" -eq 77 ] || rc=1
+	printf '%-16s %s\n' "$name" "$(sh "$top/build-aux/summarize-tests.sh" "$r" | tail -n 1)"
+done
+echo "aarch64: stage took $(($(date +%s) - t0))s"
+exit $rc

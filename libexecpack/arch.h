@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * arch.h - what differs between the CPU architectures the library runs on.
+ *
+ * One arch-<cpu>.c per architecture implements it, chosen by configure from
+ * the host triplet: the default trap fill, making code written through
+ * another mapping visible to instruction fetch on every core, and the
+ * constants diag.c and heap.c need (ELF machine, DWARF registers, the
+ * frame-record layout, the mseal system call).
+ */
+#ifndef EP_ARCH_H
+#define EP_ARCH_H
+
+#include <stddef.h>
+
+/* The architecture's trap fill, used when ep_config.fill is NULL. */
+void ep__fill_default(void *dst, size_t len, void *ctx);
+
+/*
+ * Make [exec, exec+len), written through another mapping (the RW alias, the
+ * kernel's), visible to instruction fetch at its executable address on every
+ * core that may run it: nothing on x86, whose caches snoop stores; on arm64
+ * a clean to the point of unification and an instruction cache invalidate by
+ * the executable address, then a context synchronisation of the process's
+ * other threads (membarrier SYNC_CORE, where the kernel has it); on riscv64
+ * a fence.i on every hart (the riscv_flush_icache system call).
+ */
+#if defined(__x86_64__) || defined(__i386__)
+static inline void ep__sync_icache(void *exec, size_t len)
+{
+	(void)exec;
+	(void)len;
+}
+#else
+void ep__sync_icache(void *exec, size_t len);
+#endif
+
+/*
+ * Per architecture:
+ *   EP__ARCH_NAME        for messages
+ *   EP__ARCH_ELF_MACHINE e_machine of the GDB JIT interface's ELF files
+ *   EP__ARCH_PATCH_WORD  the largest aligned store that instruction fetch
+ *                        sees whole (ep_write(3)'s atomic patch)
+ *   EP__ARCH_SYS_MSEAL   mseal(2)'s number (the generic table's on arm64
+ *                        and riscv64; x86-64's own table gives it the same)
+ *   EP__DW_SP, EP__DW_FP, EP__DW_RA  DWARF register numbers of the stack
+ *                        pointer, the frame pointer and the return address
+ *   EP__CFA_AT_ENTRY     the CFA minus sp on entry (the return address that
+ *                        x86's call pushed); the return address is in
+ *                        EP__DW_RA's register on entry elsewhere
+ *   EP__FP_*             the frame-record prologue of EP_UNWIND_DWARF_FP:
+ *                        after EP__FP_GROW bytes sp is 16 lower; after
+ *                        EP__FP_SAVED the caller's fp is at CFA-16 and the
+ *                        return address at CFA-8; after EP__FP_SET the CFA
+ *                        is fp + EP__FP_CFA_OFF
+ *   EP__FRAME_RECORD     where the [caller's fp, return address] pair lies
+ *                        relative to fp, for the frame-pointer backtrace
+ */
+#if defined(__x86_64__)
+#define EP__ARCH_NAME "x86_64"
+#define EP__ARCH_ELF_MACHINE 62 /* EM_X86_64 */
+#define EP__ARCH_PATCH_WORD 8
+#define EP__ARCH_SYS_MSEAL 462
+#define EP__DW_SP 7
+#define EP__DW_FP 6
+#define EP__DW_RA 16
+#define EP__CFA_AT_ENTRY 8
+#define EP__FP_GROW 1  /* push rbp */
+#define EP__FP_SAVED 1
+#define EP__FP_SET 4   /* mov rbp, rsp */
+#define EP__FP_CFA_OFF 16
+#define EP__FRAME_RECORD 0
+#elif defined(__aarch64__)
+#define EP__ARCH_NAME "aarch64"
+#define EP__ARCH_ELF_MACHINE 183 /* EM_AARCH64 */
+#define EP__ARCH_PATCH_WORD 4
+#define EP__ARCH_SYS_MSEAL 462
+#define EP__DW_SP 31
+#define EP__DW_FP 29
+#define EP__DW_RA 30
+#define EP__CFA_AT_ENTRY 0
+#define EP__FP_GROW 4  /* stp x29, x30, [sp, #-16]! */
+#define EP__FP_SAVED 4
+#define EP__FP_SET 8   /* mov x29, sp */
+#define EP__FP_CFA_OFF 16
+#define EP__FRAME_RECORD 0
+#elif defined(__riscv) && __riscv_xlen == 64
+#define EP__ARCH_NAME "riscv64"
+#define EP__ARCH_ELF_MACHINE 243 /* EM_RISCV */
+#define EP__ARCH_PATCH_WORD 4
+#define EP__ARCH_SYS_MSEAL 462
+#define EP__DW_SP 2
+#define EP__DW_FP 8
+#define EP__DW_RA 1
+#define EP__CFA_AT_ENTRY 0
+#define EP__FP_GROW 4  /* addi sp, sp, -16 */
+#define EP__FP_SAVED 12 /* sd ra, 8(sp); sd s0, 0(sp) */
+#define EP__FP_SET 16  /* addi s0, sp, 16 */
+#define EP__FP_CFA_OFF 0
+#define EP__FRAME_RECORD (-16)
+#else
+#error "libexecpack: unsupported architecture (x86_64, aarch64 and riscv64 are)"
+#endif
+
+#endif /* EP_ARCH_H */
