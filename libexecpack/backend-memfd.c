@@ -292,8 +292,9 @@ int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t le
 {
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
+	/* (the caller makes the change visible to instruction fetch, once
+	 * for the whole range: heap.c's code_changed(), remote.c) */
 	ep__copy_code((unsigned char *)r->rw + off, src, len);
-	ep__sync_icache((unsigned char *)r->exec + off, len);
 	return 0;
 }
 
@@ -302,7 +303,6 @@ int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
 	fill((unsigned char *)r->rw + off, len, ctx);
-	ep__sync_icache((unsigned char *)r->exec + off, len);
 	return 0;
 }
 

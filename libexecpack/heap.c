@@ -101,13 +101,15 @@ static int seal_region(struct ep__sub *pool, struct ep__region *r)
 	return rc;
 }
 
+static void code_changed(void *addr, size_t len);
+
 /* Drop a region; a sealed one is first refilled, as its exec view stays. */
 static void region_drop(struct ep__sub *pool, struct ep__region *r)
 {
 	/* (not when inherited across fork(): the other process still runs it) */
 	if (r->sealed && r->gen == ep__fork_generation() &&
 	    pool->ops->fill(pool->be, r, 0, r->size, pool->fill, pool->fill_ctx) == 0)
-		VALGRIND_DISCARD_TRANSLATIONS(r->exec, r->size);
+		code_changed(r->exec, r->size);
 	pool->ops->unmap(pool->be, r);
 }
 
