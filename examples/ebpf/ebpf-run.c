@@ -35,7 +35,8 @@ static const char usage[] =
 "                  or hex in FILE), e.g. from clang -target bpf -O2 -c.\n"
 "                  Input that starts with the ELF magic is an object anyway.\n"
 "  --section NAME  with --elf: code section or function name (default .text).\n"
-"  --jit           compile to x86-64 with libexecpack and run (default).\n"
+"  --jit           compile to x86-64 with libexecpack and run (the default\n"
+"                  on x86-64; elsewhere the interpreter is, and --jit fails).\n"
 "  --interp        run in the reference interpreter.\n"
 "  --dump          list the bytecode (after loading: ELF relocations\n"
 "                  applied) instead of running it.  A program that does\n"
@@ -100,7 +101,12 @@ static char *slurp(FILE *f, size_t *len)
 int main(int argc, char **argv)
 {
 	const char *memhex = NULL, *file = NULL, *section = NULL;
-	bool jit = true, elf = false, raw = false, interp_asked = false;
+#if defined(__x86_64__)
+	bool jit = true;
+#else
+	bool jit = false; /* the JIT emits x86-64 code only */
+#endif
+	bool elf = false, raw = false, interp_asked = false;
 	bool dump = false, dump_jited = false;
 	int npos = 0;
 

@@ -101,7 +101,12 @@ int ebpf_jit(struct ebpf_prog *prog, struct ebpf_err *err)
 		return 0;
 	if (!prog->vm->pool)
 		return ebpf_fail(err, -1, "no executable memory pool given to the vm");
+#if !defined(__x86_64__)
+	/* the JIT emits x86-64 code: elsewhere programs run interpreted */
+	return ebpf_fail(err, -1, "the JIT emits x86-64 code only; run the interpreter");
+#else
 	return ebpf_jit_compile(prog, err);
+#endif
 }
 
 int ebpf_run_jit(const struct ebpf_prog *prog, void *ctx, size_t len,
