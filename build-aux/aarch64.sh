@@ -93,11 +93,13 @@ for k in 4k:linux-image-arm64 16k:linux-image-6.12-arm64-16k; do
 	(
 		set -a
 		. "$kdir/kernel.env"
-		EP_KMOD_ARCH=aarch64 EP_KMOD_BUSYBOX=$bb/bin/busybox EP_KMOD_SUITES=$b/initrd-suites
-		EP_KMOD_WORK=$work EP_KMOD_LOG=$log EP_KMOD_MEM=1024
+		set +a
+		export EP_KMOD_ARCH=aarch64 EP_KMOD_BUSYBOX="$bb/bin/busybox" \
+			EP_KMOD_SUITES="$b/initrd-suites" EP_KMOD_WORK="$work" EP_KMOD_LOG="$log" \
+			EP_KMOD_MEM=1024
 		# What keeps the stage within 15 minutes on 2 cores (doc/performance.md).
-		EP_KMOD_TIMEOUT=${EP_AARCH64_TIMEOUT:-420}
-		EP_KMOD_SUITE_TIMEOUT=${EP_AARCH64_SUITE_TIMEOUT:-15}
+		export EP_KMOD_TIMEOUT="${EP_AARCH64_TIMEOUT:-420}" \
+			EP_KMOD_SUITE_TIMEOUT="${EP_AARCH64_SUITE_TIMEOUT:-15}"
 		sh "$top/tests/kmod/check-kmod.sh" "$top" "$b" tests/kmod/check_kmod_static
 	)
 	krc=$?
