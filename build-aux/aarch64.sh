@@ -52,15 +52,19 @@ suites=$(make -s -C "$b" -f Makefile -f print-suites.mk ep-print-suites | tr ' '
 [ -n "$suites" ] || skip "configure did not find Check for $host"
 # Everything static: the initramfs has no libc.  libunwind's static
 # library needs liblzma.
+# Relinked each time: make does not relink for other LDFLAGS.
+(cd "$b" && rm -f $suites tests/kmod/check_kmod_static libexecpack/execpack-info)
+# execpack-info runs in the guest too: what it says of the backends and
+# page sizes is in its log.
 make -C "$b" -j"$jobs" -k LDFLAGS=-all-static LIBS=-llzma $suites \
-	tests/kmod/check_kmod_static >"$b/make.out" 2>&1 || {
+	tests/kmod/check_kmod_static libexecpack/execpack-info >"$b/make.out" 2>&1 || {
 	grep -E 'error|Error' "$b/make.out" | head -n 20
 	echo "aarch64: some programs did not build (they count as failures)"
 }
 rm -rf "$b/initrd-suites"
 mkdir -p "$b/initrd-suites"
 missing=""
-for s in $suites; do
+for s in $suites libexecpack/execpack-info; do
 	if [ -x "$b/$s" ]; then
 		$host-strip -o "$b/initrd-suites/${s##*/}" "$b/$s" || exit 1
 	else
