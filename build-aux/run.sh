@@ -8,7 +8,7 @@
 #                           stage; ends with "N passed, N failed"
 #
 # Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
-# default all: check valgrind kmod aarch64 sanitizers fuzz debian distcheck),
+# default all: check valgrind kmod aarch64 riscv64 sanitizers fuzz debian distcheck),
 # EP_TEST_BUDGET (seconds the whole test run may take, default 4800).
 #
 # Every stage runs under timeout(1) with its own limit, cut to what is left
@@ -92,7 +92,7 @@ limit() {
 	return "$lrc"
 }
 
-want() { case " ${STAGES:-check valgrind kmod aarch64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${STAGES:-check valgrind kmod aarch64 riscv64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Huge pages for the hugetlb tests; the old value is put back at exit.
 old_hp=""
@@ -165,6 +165,28 @@ if want aarch64; then
 	elif [ "$rc" -ne 0 ]; then
 		status=1
 		ls "$results"/aarch64-*/stage.results >/dev/null 2>&1 || record aarch64 0 1
+	fi
+fi
+
+# riscv64: a cross build only.  bookworm has no riscv64 port, so no Check
+# and no kernel image for riscv64 (doc/performance.md).
+if want riscv64; then
+	say "riscv64: cross build of the library"
+	rb=$build/riscv64
+	mkdir -p "$rb"
+	if ! command -v riscv64-linux-gnu-gcc >/dev/null 2>&1; then
+		echo "SKIP: riscv64: riscv64-linux-gnu-gcc not found (build-aux/install-deps.sh cross)"
+		record riscv64 0 0 1
+	elif (cd "$rb" && { [ -f Makefile ] || "$top/configure" --host=riscv64-linux-gnu \
+		--enable-werror --enable-static --disable-shared; } &&
+		limit riscv64 900 make -j"$jobs" libexecpack/libexecpack.la libexecpack/execpack-info) \
+		>"$results/riscv64.out" 2>&1; then
+		echo "riscv64: libexecpack.a and execpack-info built"
+		record riscv64 1 0
+	else
+		tail -n 20 "$results/riscv64.out"
+		record riscv64 0 1
+		status=1
 	fi
 fi
 
