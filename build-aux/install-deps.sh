@@ -20,7 +20,7 @@ binutils liblzma-dev"
 # arm64 packages come through multiarch (added below when wanted).
 cross="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm
 pkgconf:arm64 check:arm64 libunwind-dev:arm64 liblzma-dev:arm64
-gcc-riscv64-linux-gnu libc6-dev-riscv64-cross"
+gcc-riscv64-linux-gnu libc6-dev-riscv64-cross qemu-user"
 # packaging: the Debian packages (with DKMS and pybuild), the Python
 # package's tests (pytest, a venv, mypy --strict)
 extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev dkms dh-dkms
