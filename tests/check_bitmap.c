@@ -13,6 +13,15 @@
 
 #define MAXBITS 1000
 
+/* Operations per random run: fewer with EP_TEST_QUICK=1 (Valgrind, the
+ * arm64 stage's emulated machine), where each costs 10-50 times more. */
+static int ops(int full)
+{
+	const char *q = getenv("EP_TEST_QUICK");
+
+	return q && *q && strcmp(q, "0") != 0 ? full / 8 : full;
+}
+
 static uint64_t map[EP__BITMAP_WORDS(MAXBITS) + 1];
 static bool model[MAXBITS];
 
@@ -84,7 +93,7 @@ START_TEST(test_random_vs_model)
 
 		memset(map, 0, sizeof(map));
 		memset(model, 0, sizeof(model));
-		for (int op = 0; op < 4000; op++) {
+		for (int op = 0, nops = ops(4000); op < nops; op++) {
 			size_t start = rnd(&seed) % nbits;
 			size_t n = 1 + rnd(&seed) % (rnd(&seed) % 4 == 0 ? nbits : 70);
 			size_t got = find_zero_area(map, nbits, start, n);
@@ -181,7 +190,7 @@ START_TEST(test_fit_tree_vs_model)
 		memset(model, 0, sizeof(model));
 		ck_assert_int_eq(ep__fit_init(&fit, map, nbits), 0);
 		ck_assert_uint_eq(ep__fit_longest(&fit), nbits);
-		for (int op = 0; op < 3000; op++) {
+		for (int op = 0, nops = ops(3000); op < nops; op++) {
 			size_t n = 1 + rnd(&seed) % (rnd(&seed) % 5 == 0 ? nbits : 40);
 			size_t got = ep__fit_find(&fit, map, n);
 

@@ -67,7 +67,11 @@ START_TEST(test_random_failures)
 
 	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
 	nlive = 0;
-	for (int step = 0; step < 3000; step++) {
+	/* (a quarter with EP_TEST_QUICK=1: Valgrind, the arm64 stage) */
+	const char *q = getenv("EP_TEST_QUICK");
+	const int steps = q && *q && strcmp(q, "0") != 0 ? 750 : 3000;
+
+	for (int step = 0; step < steps; step++) {
 		struct ep_stats before = stats_of(p);
 		int armed = rnd(&seed) % 3 == 0;
 
@@ -133,7 +137,7 @@ START_TEST(test_random_failures)
 		}
 		check_model(p);
 	}
-	ck_assert_int_gt(failures, 100);
+	ck_assert_int_gt(failures, steps / 30); /* the injections did bite */
 	/* everything left can still be finalized and freed */
 	for (int i = 0; i < nlive; i++) {
 		if (!model[i].finalized)
