@@ -12,6 +12,7 @@
 #define EP_ARCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The architecture's trap fill, used when ep_config.fill is NULL. */
 void ep__fill_default(void *dst, size_t len, void *ctx);
@@ -41,6 +42,8 @@ void ep__sync_icache(void *exec, size_t len);
  *   EP__ARCH_ELF_MACHINE e_machine of the GDB JIT interface's ELF files
  *   EP__ARCH_PATCH_WORD  the largest aligned store that instruction fetch
  *                        sees whole (ep_write(3)'s atomic patch)
+ *   EP__ARCH_USER_TOP    where user mappings end without a hint above it
+ *                        (near.c's search stops there)
  *   EP__ARCH_SYS_MSEAL   mseal(2)'s number (the generic table's on arm64
  *                        and riscv64; x86-64's own table gives it the same)
  *   EP__DW_SP, EP__DW_FP, EP__DW_RA  DWARF register numbers of the stack
@@ -60,6 +63,7 @@ void ep__sync_icache(void *exec, size_t len);
 #define EP__ARCH_NAME "x86_64"
 #define EP__ARCH_ELF_MACHINE 62 /* EM_X86_64 */
 #define EP__ARCH_PATCH_WORD 8
+#define EP__ARCH_USER_TOP ((uintptr_t)1 << 47)
 #define EP__ARCH_SYS_MSEAL 462
 #define EP__DW_SP 7
 #define EP__DW_FP 6
@@ -74,6 +78,7 @@ void ep__sync_icache(void *exec, size_t len);
 #define EP__ARCH_NAME "aarch64"
 #define EP__ARCH_ELF_MACHINE 183 /* EM_AARCH64 */
 #define EP__ARCH_PATCH_WORD 4
+#define EP__ARCH_USER_TOP ((uintptr_t)1 << 48) /* 48-bit VA, 4 and 16 KiB pages */
 #define EP__ARCH_SYS_MSEAL 462
 #define EP__DW_SP 31
 #define EP__DW_FP 29
@@ -88,6 +93,7 @@ void ep__sync_icache(void *exec, size_t len);
 #define EP__ARCH_NAME "riscv64"
 #define EP__ARCH_ELF_MACHINE 243 /* EM_RISCV */
 #define EP__ARCH_PATCH_WORD 4
+#define EP__ARCH_USER_TOP ((uintptr_t)1 << 47) /* sv48 */
 #define EP__ARCH_SYS_MSEAL 462
 #define EP__DW_SP 2
 #define EP__DW_FP 8

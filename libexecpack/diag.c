@@ -65,6 +65,15 @@
 #ifdef HAVE_LIBUNWIND
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+/* libunwind's number for the frame pointer (its aarch64 header has no
+ * UNW_TDEP_BP) */
+#if defined(__x86_64__)
+#define EP__UNW_FP UNW_X86_64_RBP
+#elif defined(__aarch64__)
+#define EP__UNW_FP UNW_AARCH64_X29
+#elif defined(__riscv)
+#define EP__UNW_FP UNW_RISCV_X8
+#endif
 #endif
 
 #include "diag.h"
@@ -1136,16 +1145,15 @@ static uintptr_t sig_restorer(void)
  * the interrupted stack, which is another mapping when the handler runs on
  * an alternate signal stack.
  */
-static unsigned fp_walk(struct out *o, const uintptr_t *fp)
+static unsigned fp_walk(struct out *o, const uintptr_t *fp, unsigned n)
 {
 	uintptr_t cur = (uintptr_t)fp + EP__FRAME_RECORD, lo = cur, hi = 0;
-	unsigned n = 0;
 #ifdef EP_SIGFRAMES
 	uintptr_t restorer = sig_restorer();
 #endif
 
 	if (map_of(cur, &lo, &hi) != 0)
-		return 0;
+		return n;
 	lo = cur;
 	while (n < 256 && cur >= lo && cur < hi && cur % 8 == 0 &&
 	       hi - cur >= 2 * sizeof(uintptr_t)) {
@@ -1207,7 +1215,7 @@ EP_API int ep_backtrace(int fd)
 	const uintptr_t *fp = __builtin_frame_address(0);
 
 	if (fp_walk_wanted()) {
-		n = fp_walk(&o, fp);
+		n = fp_walk(&o, fp, 0);
 	} else {
 #ifdef HAVE_LIBUNWIND
 		unw_context_t ctx;
@@ -1230,7 +1238,29 @@ EP_API int ep_backtrace(int fd)
 
 			out_frame(&o, n++, ip, lookup, named ? fn : NULL, off);
 			after_signal = unw_is_signal_frame(&cur) > 0;
-		} while (n < 256 && unw_step(&cur) > 0);
+			if (n >= 256)
+				break;
+			unw_word_t fpv = 0, sp = 0, ip1 = 0, sp1 = 0;
+
+			if (jit && (unw_get_reg(&cur, EP__UNW_FP, &fpv) != 0 ||
+				    unw_get_reg(&cur, UNW_REG_SP, &sp) != 0))
+				fpv = 0;
+			int st = unw_step(&cur);
+
+			if (st > 0 && jit && fpv &&
+			    (unw_get_reg(&cur, UNW_REG_IP, &ip1) != 0 ||
+			     unw_get_reg(&cur, UNW_REG_SP, &sp1) != 0))
+				st = 0;
+			if (jit && fpv && (st <= 0 || (ip1 == ip && sp1 == sp))) {
+				/* libunwind has no rule for this JIT frame and
+				 * no frame-pointer fallback (arm64, riscv64):
+				 * follow the frame records from here on */
+				n = fp_walk(&o, (const uintptr_t *)fpv, n);
+				break;
+			}
+			if (st <= 0)
+				break;
+		} while (1);
 #endif
 	}
 	out_flush(&o);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "arch.h"
 #include "internal.h"
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -29,7 +30,7 @@
 
 #define REACH ((uintptr_t)1 << 31)
 #define LOWEST ((uintptr_t)1 << 20)       /* above any vm.mmap_min_addr */
-#define HIGHEST ((uintptr_t)1 << 47)      /* the usual user address space */
+#define HIGHEST EP__ARCH_USER_TOP          /* arch.h */
 #define TRIES 8                           /* races lost before giving up */
 #define GRID 64                           /* candidates per side without /proc */
 

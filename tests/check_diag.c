@@ -559,6 +559,16 @@ static void check_unwind(int fp, int kind, const char *name)
 	ck_assert_int_eq(tu_as_fn(g_jit)(), 42);
 	ck_assert_msg(g_res.jit_frame == 1, "JIT frame at %d of %d", g_res.jit_frame,
 		      g_res.frames);
+#if !defined(__x86_64__)
+	/* libunwind steps through a frame it has no call frame information
+	 * for by the frame pointer on x86-64 only: elsewhere only the DWARF
+	 * kinds get past the JIT frame (ep_set_unwind(3)) */
+	if (kind != EP_UNWIND_DWARF_FP && kind != EP_UNWIND_DWARF_SP &&
+	    !(kind < 0 && getenv("EXECPACK_UNWIND") && !strcmp(getenv("EXECPACK_UNWIND"), "dwarf"))) {
+		ck_assert_msg(!g_res.main_reached || g_res.frames > 2, "%d frames", g_res.frames);
+		return;
+	}
+#endif
 	ck_assert_msg(g_res.main_reached, "main not reached (%d frames)", g_res.frames);
 	ck_assert_msg(g_res.bt_has_jit, "unw_backtrace: no JIT frame in %d", g_res.bt_frames);
 	ck_assert_int_ge(g_res.bt_frames, 4);
@@ -682,8 +692,21 @@ START_TEST(test_backtrace)
 	snprintf(want, sizeof(want), " in bt_prog+0x%x [jit]\n", FP_CALL_END);
 	ck_assert_msg(strstr(g_bt, want), "no '%s' in:\n%s", want, g_bt);
 	ck_assert_msg(strstr(g_bt, "#0 0x"), "no frame 0 in:\n%s", g_bt);
-#ifdef HAVE_LIBUNWIND
+#if defined(HAVE_LIBUNWIND) && defined(__x86_64__)
 	ck_assert_msg(strstr(g_bt, " in main+0x"), "main not reached:\n%s", g_bt);
+#else
+	/* past the JIT frame the walk follows the frame records (libunwind
+	 * has no rule for it off x86-64): frames without C names, but the
+	 * JIT frame once and the walk going on past it, to main and its
+	 * callers */
+	const char *j = strstr(g_bt, want) + strlen(want);
+
+	ck_assert_msg(!strstr(j, " [jit]"), "the JIT frame twice:\n%s", g_bt);
+	int after = 0;
+
+	for (const char *q = j; (q = strchr(q, '#')) != NULL; q++)
+		after++;
+	ck_assert_msg(after >= 3, "the walk stopped at the JIT frame:\n%s", g_bt);
 #endif
 	ck_assert_int_eq(ep_backtrace(-1), -EBADF);
 }

@@ -186,10 +186,7 @@ static bool code_is(const void *f, uint32_t v)
 
 static uint32_t code_imm(const void *f)
 {
-	uint32_t v;
-
-	memcpy(&v, (const unsigned char *)f + 1, sizeof(v));
-	return v;
+	return tu_ret_imm_of(f);
 }
 
 static bool runs_as(void *f, uint32_t v)
@@ -386,7 +383,7 @@ static void monitor_run(struct monitor *m)
 		struct ep_stats st;
 		int rc = ep_pool_stats(m->pool, &st);
 
-		m->calls++;
+		__atomic_store_n(&m->calls, m->calls + 1, __ATOMIC_RELAXED);
 		TCHECK(rc == 0, "ep_pool_stats: %s", ep_strerror(rc));
 		if (m->check) {
 			TCHECK(st.live_allocs <= m->max_live,
@@ -646,6 +643,12 @@ static unsigned long ring_run(struct ep_pool *pool, int n, bool exact, bool cros
 	}
 	for (int i = 0; i < n; i++)
 		ck_assert_int_eq(pthread_join(mem[i].th, NULL), 0);
+	/* a loaded machine may not have run a monitor yet: each gets its
+	 * turn (10 s at most) before the stop */
+	for (int i = 0; i < nmons; i++)
+		for (double end = now_s() + 10;
+		     !__atomic_load_n(&mons[i].calls, __ATOMIC_RELAXED) && now_s() < end;)
+			usleep(1000);
 	stop_all();
 	for (int i = 0; i < nmons; i++)
 		ck_assert_int_eq(pthread_join(mons[i].th, NULL), 0);

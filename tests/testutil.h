@@ -105,6 +105,30 @@ static inline unsigned char tu_nop_byte(const void *at)
 #error "tests: no code emitter for this architecture"
 #endif
 
+/* The imm of a "return imm" that tu_emit_ret_imm() wrote at p. */
+static inline uint32_t tu_ret_imm_of(const void *p)
+{
+	const unsigned char *b = p;
+#if defined(__x86_64__)
+	uint32_t v;
+
+	memcpy(&v, b + 1, 4);
+	return v;
+#else
+	uint32_t w0, w1;
+
+	memcpy(&w0, b, 4);
+	memcpy(&w1, b + 4, 4);
+#if defined(__aarch64__)
+	return (w0 >> 5 & 0xffffu) | (w1 >> 5 & 0xffffu) << 16;
+#else
+	uint32_t lo = w1 >> 20;
+
+	return (w0 & 0xfffff000u) + (lo ^ 0x800u) - 0x800u; /* addiw's lo is signed */
+#endif
+#endif
+}
+
 /* The trap fill's byte at address at. */
 static inline unsigned char tu_trap_byte(const void *at)
 {
