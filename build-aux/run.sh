@@ -158,7 +158,7 @@ fi
 
 if want aarch64; then
 	say "aarch64: the suites and the module on Debian's arm64 kernels under qemu"
-	limit aarch64 1200 sh "$top/build-aux/aarch64.sh" "$build" "$results"
+	limit aarch64 2700 sh "$top/build-aux/aarch64.sh" "$build" "$results"
 	rc=$?
 	if [ "$rc" -eq 77 ]; then
 		record aarch64 0 0 1
