@@ -22,10 +22,14 @@
 #define PIPE_W 1
 
 /* Larger than any backend's default pack: its own mapping. */
-#define LARGE_SIZE ((size_t)4 << 20)
+#define LARGE_SIZE tu_large_size()
 
-static const size_t sizes[] = { 64, 200, LARGE_SIZE };
-#define NSIZES (int)(sizeof(sizes) / sizeof(sizes[0]))
+#define NSIZES 3
+/* the sizes the loop tests cycle through: two in a pack, one large */
+static size_t size_at(int i)
+{
+	return i % NSIZES == 0 ? 64 : i % NSIZES == 1 ? 200 : LARGE_SIZE;
+}
 
 /* Every test runs on the default backend (AUTO: hugetlb where huge pages
  * can be had) and on memfd explicitly: loop index = backend * NSIZES + size. */
@@ -148,7 +152,7 @@ static void make_pipes(int a[2], int b[2])
  */
 START_TEST(test_child_rejits_slot)
 {
-	size_t size = sizes[_i % NSIZES];
+	size_t size = size_at(_i);
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0x1111);
 	void *g = jit(pool, 64, 0x1212); /* a neighbour in the same pack */
@@ -235,7 +239,7 @@ END_TEST
  */
 START_TEST(test_parent_modifies)
 {
-	size_t size = sizes[_i % NSIZES];
+	size_t size = size_at(_i);
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0xa1);
 	void *n = jit(pool, 64, 0xa2);
@@ -319,7 +323,7 @@ END_TEST
  */
 START_TEST(test_grandchild)
 {
-	size_t size = sizes[_i % NSIZES];
+	size_t size = size_at(_i);
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0x01);
 	int p2c[2], c2p[2];

@@ -37,7 +37,7 @@
 #define PR_MDWE_REFUSE_EXEC_GAIN (1UL << 0)
 #endif
 
-#define LARGE_SIZE ((size_t)4 << 20)
+#define LARGE_SIZE tu_large_size()
 #define NOEXEC_PATH "/proc/sys/vm/memfd_noexec"
 
 #define CHILD_OK(expr)                                                        \

@@ -769,7 +769,7 @@ END_TEST
  * held most of the time, so the other threads' calls queue behind it.
  */
 #define HOGS 2
-#define HOG_SIZE ((size_t)4 << 20)
+#define HOG_SIZE tu_large_size() /* a large allocation: outside used_bytes */
 #define HOG_WRITE ((size_t)256 << 10)
 
 struct hog {

@@ -294,6 +294,16 @@ static inline size_t tu_huge_page_size(void)
 }
 
 /* Free default-size huge pages in the system, or -1 if that cannot be read. */
+/* A size that is a large allocation in any pool of the running system:
+ * more than a pack, whose default is the huge page size (2 MiB, 32 MiB
+ * under a 16 KiB-page arm64 kernel, 512 MiB under 64 KiB pages). */
+static inline size_t tu_large_size(void)
+{
+	size_t h = 2 * tu_huge_page_size();
+
+	return h > ((size_t)4 << 20) ? h : (size_t)4 << 20;
+}
+
 static inline long tu_free_huge_pages(void)
 {
 	char path[96];
