@@ -127,9 +127,10 @@ static void print_text(const struct info *in)
 	if (in->auto_rc == 0) {
 		printf("%s%s\n", in->auto_why, in->env ? " (EXECPACK_BACKEND is set)" : "");
 		if (!strcmp(in->auto_why, "hugetlb") && !in->env)
-			printf("  (small pages until a thread's heap has committed 2 MiB of code, "
-			       "huge pages after: a huge page pays off only for more code, and is "
-			       "resident whole from the start)\n");
+			printf("  (small pages until a thread's heap has committed %zu KiB of code "
+			       "(a pack: one huge page), huge pages after: a huge page pays off only "
+			       "for more code, and is resident whole from the start)\n",
+			       ep__huge_page_size() >> 10);
 		if (in->passed_over[0])
 			printf("passed over: %s\n", in->passed_over);
 	} else {
