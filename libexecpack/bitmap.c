@@ -92,45 +92,83 @@ void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n)
 	}
 }
 
-/* ---- the summary tree ----------------------------------------------------- */
+/* ---- the first-fit summary ------------------------------------------------ */
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Bits of leaf word i, with bits past nbits (and padding leaves) as used. */
-static uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t i)
-{
-	size_t first = i * 64;
+#define ONES8 ((uint64_t)0x0101010101010101)
+#define HIGH8 ((uint64_t)0x8080808080808080)
 
-	if (first >= fit->nbits)
-		return ~(uint64_t)0;
+/* Bits of word i, with bits past nbits as used. */
+static inline uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t i)
+{
 	uint64_t w = map[i];
+	size_t first = i * 64;
 
 	if (fit->nbits - first < 64)
 		w |= ~(uint64_t)0 << (fit->nbits - first);
 	return w;
 }
 
-static void leaf_set(struct ep__fit_node *nd, uint64_t w)
+static inline size_t pre_of(uint64_t w)
 {
-	if (w == 0) {
-		nd->pre = nd->suf = nd->max = 64;
-		return;
+	return w ? (size_t)__builtin_ctzll(w) : 64;
+}
+
+static inline size_t suf_of(uint64_t w)
+{
+	return w ? (size_t)__builtin_clzll(w) : 64;
+}
+
+/* Eight summary bytes as one word, the lowest address in the lowest byte. */
+static inline uint64_t load8(const uint8_t *p)
+{
+	uint64_t x;
+
+	memcpy(&x, p, sizeof(x));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	return x;
+}
+
+/* Bit 7 of each byte of x that is >= n.  Bytes and n are at most 64, so
+ * (byte | 0x80) - n never borrows from the next byte. */
+static inline uint64_t bytes_ge(uint64_t x, size_t n)
+{
+	return ((x | HIGH8) - ONES8 * n) & HIGH8;
+}
+
+/* The largest byte of x (bytes at most 64), by halving without branches. */
+static inline uint8_t bytes_max(uint64_t x)
+{
+#pragma GCC unroll 3
+	for (unsigned sh = 32; sh >= 8; sh /= 2) {
+		uint64_t y = x >> sh;
+		uint64_t keep = ((((x | HIGH8) - y) & HIGH8) >> 7) * 0xff; /* x >= y */
+
+		x = (x & keep) | (y & ~keep);
 	}
-	nd->pre = (uint32_t)__builtin_ctzll(w);
-	nd->suf = (uint32_t)__builtin_clzll(w);
-	/* Longest run of ones in z = ~w (shorter than 64, as w != 0) by
-	 * binary lifting: r[k] has bit p set where a run of 2^k ones starts at
-	 * p; then the longest length is built greedily from the largest step
-	 * down.  A fixed dozen steps, instead of a loop over the runs whose
-	 * count the branch predictor cannot guess. */
+	return (uint8_t)x;
+}
+
+/* Longest run of clear bits in w. */
+static uint8_t run_in(uint64_t w)
+{
+	if (w == 0)
+		return 64;
+	/* By binary lifting: r[k] has bit p set where a run of 2^k clear bits
+	 * starts at p; then the longest length is built greedily from the
+	 * largest step down.  A fixed dozen steps, instead of a loop over the
+	 * runs whose count the branch predictor cannot guess. */
 	uint64_t r[6];
 
 	r[0] = ~w;
 #pragma GCC unroll 6
 	for (int k = 1; k < 6; k++)
 		r[k] = r[k - 1] & (r[k - 1] >> (1u << (k - 1)));
-	uint64_t at = ~(uint64_t)0; /* where a run of len ones starts */
+	uint64_t at = ~(uint64_t)0; /* where a run of len clear bits starts */
 	uint32_t len = 0;
 
 #pragma GCC unroll 6
@@ -141,60 +179,122 @@ static void leaf_set(struct ep__fit_node *nd, uint64_t w)
 		len += (uint32_t)(1 - none) << k;
 		at = c | (at & (0 - none)); /* (masks, not branches) */
 	}
-	nd->max = len;
+	return (uint8_t)len;
 }
 
-/* Recompute a node from its children; returns whether it changed. */
-static inline __attribute__((always_inline)) bool node_pull(struct ep__fit_node *nodes, size_t node, uint32_t half)
+static inline void store8(uint8_t *p, uint64_t x)
 {
-	const struct ep__fit_node *l = &nodes[2 * node], *r = l + 1;
-	struct ep__fit_node *nd = &nodes[node];
-	uint32_t cross = l->suf + r->pre;
-	uint32_t m = l->max > r->max ? l->max : r->max;
-	uint32_t pre = l->pre == half ? half + r->pre : l->pre;
-	uint32_t suf = r->suf == half ? half + l->suf : r->suf;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	memcpy(p, &x, sizeof(x));
+}
 
-	if (cross > m)
-		m = cross;
-	if (pre == nd->pre && suf == nd->suf && m == nd->max)
-		return false;
-	nd->pre = pre;
-	nd->suf = suf;
-	nd->max = m;
-	return true;
+/* Entry i of level k becomes v, and the levels above follow.  Whole groups
+ * are read and written, never single bytes: a byte store followed by a
+ * load of its group would stall store-to-load forwarding. */
+static void put(struct ep__fit *fit, unsigned k, size_t i, size_t v)
+{
+	uint8_t *g = fit->lvl[k] + (i & ~(size_t)7);
+	uint64_t x = load8(g);
+
+	for (;;) {
+		unsigned sh = 8 * (unsigned)(i % 8);
+		size_t old = (x >> sh) & 0xff;
+
+		if (old == v)
+			return; /* the levels above depend on nothing else */
+		x = (x & ~((uint64_t)0xff << sh)) | ((uint64_t)v << sh);
+		store8(g, x);
+		if (k == fit->top)
+			return;
+		i /= 8;
+		k++;
+		g = fit->lvl[k] + (i & ~(size_t)7);
+		uint64_t up = load8(g);
+		size_t max = (up >> (8 * (i % 8))) & 0xff; /* the group's, so far */
+
+		/* The group's maximum is v if v reaches it, stays if the entry
+		 * that changed was below it; only a drop of the entry that held
+		 * it needs the group's bytes compared. */
+		if (v < max) {
+			if (old < max)
+				return;
+			v = bytes_max(x);
+		}
+		x = up;
+	}
+}
+
+/* reach[i]: the longest run starting in word i (w) and ending in it or in
+ * the next word, at most 64.  With the word's top bit set no run goes on
+ * into the next word, and reach is the word's own run. */
+static size_t reach_of(const struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w)
+{
+	size_t r = fit->run[i];
+
+	if ((int64_t)w >= 0 && i + 1 < fit->nwords) {
+		size_t c = suf_of(w) + pre_of(leaf_word(fit, map, i + 1));
+
+		if (c > r)
+			r = c;
+	}
+	return r > 64 ? 64 : r;
+}
+
+static size_t round8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
 }
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 {
-	size_t words = EP__BITMAP_WORDS(nbits), leaves = 1;
+	size_t words = EP__BITMAP_WORDS(nbits) ? EP__BITMAP_WORDS(nbits) : 1;
+	size_t bytes = round8(words), len = words;
+	unsigned k = 0;
 
-	while (leaves < words)
-		leaves *= 2;
+	memset(fit, 0, sizeof(*fit));
 	fit->nbits = nbits;
-	fit->nleaves = leaves;
-	fit->node = calloc(2 * leaves, sizeof(*fit->node));
-	fit->dirty = calloc(EP__BITMAP_WORDS(leaves), sizeof(uint64_t));
-	fit->ndirty = 0;
-	if (!fit->node || !fit->dirty) {
+	fit->nwords = words;
+	for (;;) {
+		fit->len[k] = len;
+		bytes += round8(len);
+		if (len <= 8 || k + 1 == EP__FIT_LEVELS)
+			break;
+		len = (len + 7) / 8;
+		k++;
+	}
+	fit->top = k;
+	uint8_t *b = calloc(1, bytes);
+
+	fit->run = b;
+	fit->dirty = calloc(EP__BITMAP_WORDS(words), sizeof(uint64_t));
+	if (!b || !fit->dirty) {
 		ep__fit_destroy(fit);
 		return -1;
 	}
-	for (size_t i = 0; i < leaves; i++)
-		leaf_set(&fit->node[leaves + i], leaf_word(fit, map, i));
-	uint32_t half = 64;
-
-	for (size_t lvl = leaves / 2; lvl >= 1; lvl /= 2, half *= 2)
-		for (size_t node = lvl; node < 2 * lvl; node++)
-			node_pull(fit->node, node, half);
+	b += round8(words);
+	for (k = 0; k <= fit->top; k++) {
+		fit->lvl[k] = b;
+		b += round8(fit->len[k]);
+	}
+	for (size_t i = 0; i < words; i++)
+		fit->run[i] = run_in(leaf_word(fit, map, i));
+	for (size_t i = 0; i < words; i++)
+		fit->lvl[0][i] = (uint8_t)reach_of(fit, map, i, leaf_word(fit, map, i));
+	for (k = 1; k <= fit->top; k++)
+		for (size_t g = 0; g < fit->len[k]; g++)
+			fit->lvl[k][g] = bytes_max(load8(fit->lvl[k - 1] + 8 * g));
 	return 0;
 }
 
 void ep__fit_destroy(struct ep__fit *fit)
 {
-	free(fit->node);
+	free(fit->run);
 	free(fit->dirty);
-	fit->node = NULL;
+	fit->run = NULL;
 	fit->dirty = NULL;
+	memset(fit->lvl, 0, sizeof(fit->lvl));
 }
 
 void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
@@ -207,17 +307,20 @@ void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
 		ep__fit_mark_leaf(fit, i);
 }
 
-/* A leaf's word changed: recompute it and its ancestors. */
+/* Word i changed: its run, its reach and the previous word's, when a run
+ * of that one may continue into it.  A previous word still to be flushed
+ * is right once its own turn comes, in whichever order. */
 static void leaf_update(struct ep__fit *fit, const uint64_t *map, size_t i)
 {
-	size_t node = fit->nleaves + i;
+	uint64_t w = leaf_word(fit, map, i);
 
-	leaf_set(&fit->node[node], leaf_word(fit, map, i));
-	/* ancestors only change while their children do */
-	for (uint32_t half = 64; node > 1; half *= 2) {
-		node /= 2;
-		if (!node_pull(fit->node, node, half))
-			break;
+	fit->run[i] = run_in(w);
+	put(fit, 0, i, reach_of(fit, map, i, w));
+	if (i) {
+		uint64_t prev = leaf_word(fit, map, i - 1);
+
+		if ((int64_t)prev >= 0)
+			put(fit, 0, i - 1, reach_of(fit, map, i - 1, prev));
 	}
 }
 
@@ -233,7 +336,7 @@ void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
 		fit->ndirty = 0;
 		return;
 	}
-	const size_t words = EP__BITMAP_WORDS(fit->nleaves);
+	const size_t words = EP__BITMAP_WORDS(fit->nwords);
 
 	for (size_t dw = 0; dw < words; dw++) {
 		uint64_t d = fit->dirty[dw];
@@ -243,6 +346,37 @@ void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
 			leaf_update(fit, map, dw * 64 + (size_t)__builtin_ctzll(d));
 	}
 	fit->ndirty = 0;
+}
+
+/* The lowest word i >= from whose reach is at least n (1 <= n <= 64), or
+ * nwords: up through the levels until a group holds one, then down. */
+static size_t first_reach(const struct ep__fit *fit, size_t from, size_t n)
+{
+	unsigned k = 0;
+	size_t i = from;
+	uint64_t ge;
+
+	if (from == 0)
+		k = fit->top; /* (the whole map: start at the top) */
+	for (;;) {
+		if (i >= fit->len[k])
+			return fit->nwords;
+		ge = bytes_ge(load8(fit->lvl[k] + (i & ~(size_t)7)), n) &
+		     (~(uint64_t)0 << (8 * (i % 8)));
+		if (ge)
+			break;
+		if (k == fit->top)
+			return fit->nwords;
+		i = i / 8 + 1;
+		k++;
+	}
+	i = (i & ~(size_t)7) + (size_t)__builtin_ctzll(ge) / 8;
+	while (k--) {
+		/* (the group's maximum is at least n: a byte of it is) */
+		ge = bytes_ge(load8(fit->lvl[k] + 8 * i), n);
+		i = 8 * i + (size_t)__builtin_ctzll(ge) / 8;
+	}
+	return i;
 }
 
 /* Lowest p with bits p..p+n-1 of w all clear (1 <= n <= 64), or 64: shift
@@ -262,31 +396,68 @@ static inline size_t word_find_zeros(uint64_t w, size_t n)
 	return m ? (size_t)__builtin_ctzll(m) : 64;
 }
 
-size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n)
+/* A run longer than 64 bits starts at the top of a word whose reach is 64
+ * (a clear word included): only those are looked at, each run once.  *best gets
+ * the longest run seen, which is the map's longest when none fits and a
+ * run of 64 exists. */
+static size_t find_long(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *best)
 {
-	const struct ep__fit_node *nd = fit->node;
+	*best = 0;
+	for (size_t i = 0; (i = first_reach(fit, i, 64)) < fit->nwords;) {
+		size_t s = i * 64 + 64 - suf_of(leaf_word(fit, map, i));
+		size_t e = ep__bitmap_next_set(map, fit->nbits, s);
 
-	if (n == 0 || nd[1].max < n)
-		return fit->nbits;
-	size_t node = 1, start = 0, half = fit->nleaves * 32;
-
-	/* Go left while the left half holds a long enough run, else right;
-	 * the choice is a conditional move, not a branch (it is a coin toss
-	 * for the predictor).  A run across the middle ends the walk. */
-	while (node < fit->nleaves) {
-		size_t l = 2 * node;
-		bool right = nd[l].max < n;
-
-		/* (& rather than &&: no branch on the coin toss) */
-		if (__builtin_expect(right & ((size_t)nd[l].suf + nd[l + 1].pre >= n), 0))
-			return start + half - nd[l].suf;
-		node = l + right;
-		start += right ? half : 0;
-		half /= 2;
+		if (e - s >= n)
+			return s;
+		if (e - s > *best)
+			*best = e - s;
+		i = e / 64; /* past i: the run reached the end of word i */
 	}
-	/* a leaf whose longest run is long enough: the run lies inside the word
-	 * (bits past nbits are set in leaf_word) */
-	size_t at = word_find_zeros(leaf_word(fit, map, node - fit->nleaves), n);
+	return fit->nbits;
+}
 
-	return at < 64 && start + at < fit->nbits ? start + at : fit->nbits;
+size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map)
+{
+	size_t top = bytes_max(load8(fit->lvl[fit->top])), best;
+
+	if (top < 64)
+		return top; /* exact: a longer run would have a reach of 64 */
+	find_long(fit, map, SIZE_MAX, &best);
+	return best;
+}
+
+size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest)
+{
+	size_t at;
+
+	if (n == 0 || n > fit->nbits) {
+		at = fit->nbits;
+	} else if (n <= 64) {
+		size_t i = first_reach(fit, 0, n);
+
+		if (i < fit->nwords) {
+			/* the lowest run inside word i, or else the one from its
+			 * top into the next word */
+			uint64_t w = leaf_word(fit, map, i);
+			size_t p = word_find_zeros(w, n);
+
+			return i * 64 + (p < 64 ? p : 64 - suf_of(w));
+		}
+		at = fit->nbits;
+	} else {
+		size_t best;
+
+		at = find_long(fit, map, n, &best);
+		if (at < fit->nbits)
+			return at;
+		if (longest) {
+			size_t top = bytes_max(load8(fit->lvl[fit->top]));
+
+			*longest = best > top ? best : top;
+		}
+		return at;
+	}
+	if (longest)
+		*longest = ep__fit_longest(fit, map);
+	return at;
 }

@@ -97,15 +97,19 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
 
 
 /*
- * A summary tree over a bitmap that finds the lowest run of n clear bits in
- * O(log nbits), however fragmented the map is.  Each node keeps the free
- * run at its start (pre), at its end (suf) and the longest inside it (max);
- * a leaf is one 64-bit word.  After changing bits [pos, pos+n) of the map,
- * call ep__fit_mark() for that range, and ep__fit_flush() before a search.
+ * A summary over a bitmap that finds the lowest run of n clear bits in a
+ * few word operations, however fragmented the map is.  Per 64-bit word i it
+ * keeps run[i], the longest clear run inside the word, and reach[i], the
+ * longest clear run that starts in word i and ends in it or the next one,
+ * capped at 64: the lowest word with reach >= n holds the first fit of any
+ * n <= 64.  Levels of byte maxima over groups of eight (fanout 8: a 2 MiB
+ * pack's 512 words take three levels, 584 bytes) find that word with one
+ * SWAR compare per level.  A run longer than 64 starts where reach is 64,
+ * so those words are the only candidates for a larger request.  After
+ * changing bits [pos, pos+n) of the map, call ep__fit_mark() for that
+ * range, and ep__fit_flush() before a search.
  */
-struct ep__fit_node {
-	uint32_t pre, suf, max;
-};
+#define EP__FIT_LEVELS 12 /* 8^12 words: far beyond any pack */
 
 /* Dirty leaves listed for the flush (most changes touch one or two words;
  * beyond this many, the flush scans the dirty bitmap). */
@@ -113,20 +117,23 @@ struct ep__fit_node {
 
 struct ep__fit {
 	size_t nbits;
-	size_t nleaves;            /* words, rounded up to a power of two */
-	struct ep__fit_node *node; /* 2 * nleaves entries, node 1 is the root */
-	uint64_t *dirty;           /* leaves whose word changed since the last flush */
+	size_t nwords;
+	unsigned top;                     /* index of the last level (<= 8 bytes) */
+	size_t len[EP__FIT_LEVELS];       /* entries per level; level 0 is reach[] */
+	uint8_t *lvl[EP__FIT_LEVELS];     /* each padded with zeros to 8 bytes */
+	uint8_t *run;                     /* per word */
+	uint64_t *dirty;                  /* words changed since the last flush */
 	size_t ndirty;
-	uint32_t list[EP__FIT_LIST]; /* the first dirty leaves */
+	uint32_t list[EP__FIT_LIST];      /* the first dirty words */
 };
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits);
 void ep__fit_destroy(struct ep__fit *fit);
 /*
- * The tree is brought up to date lazily: ep__fit_mark() notes that bits
+ * The summary is brought up to date lazily: ep__fit_mark() notes that bits
  * [pos, pos+n) of the map changed, ep__fit_flush() recomputes what they
- * touched.  A leaf changed many times between two searches is recomputed
- * once.  ep__fit_longest() and ep__fit_find() need a flushed tree.
+ * touched.  A word changed many times between two searches is recomputed
+ * once.  ep__fit_longest() and ep__fit_find() need a flushed summary.
  */
 static inline void ep__fit_mark_leaf(struct ep__fit *fit, size_t leaf)
 {
@@ -149,10 +156,8 @@ static inline void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
 }
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map);
 /* Longest clear run anywhere in the map. */
-static inline size_t ep__fit_longest(const struct ep__fit *fit)
-{
-	return fit->node[1].max;
-}
-/* Lowest index of a run of n clear bits (first fit); nbits when none. */
-size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n);
+size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map);
+/* Lowest index of a run of n clear bits (first fit); nbits when none, and
+ * then, where longest is not NULL, the longest clear run in *longest. */
+size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest);
 #endif /* EP_BITMAP_H */

@@ -532,7 +532,7 @@ fail:
 /*
  * First fit over packs in creation order; *pos gets the chunk index.  The
  * max tree over the packs finds the first that may fit n (see fits_set()),
- * and that pack's own tree the lowest fitting run in O(log chunks), however
+ * and that pack's summary (bitmap.h) the lowest fitting run, however
  * fragmented the pack is.
  */
 static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, size_t *pos)
@@ -561,13 +561,15 @@ static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, siz
 			*pos = ff;
 			return 0;
 		}
+		size_t longest, at;
+
 		ep__fit_flush(&p->fit, p->used);
-		if (ep__fit_longest(&p->fit) < n) {
-			fits_set(pool, slot, (uint32_t)ep__fit_longest(&p->fit));
+		if ((at = ep__fit_find(&p->fit, p->used, n, &longest)) >= p->fit.nbits) {
+			fits_set(pool, slot, (uint32_t)longest);
 			continue;
 		}
 		*outp = p;
-		*pos = ep__fit_find(&p->fit, p->used, n);
+		*pos = at;
 		return 0;
 	}
 	/* No room in what is committed: the newest pack grows first (commit.c;
