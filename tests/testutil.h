@@ -32,6 +32,12 @@ typedef int (*tu_fn)(void);
  * whose address has the same phase as its exec address (every staging
  * buffer) holds the same bytes as the code will.
  */
+/* One 32-bit instruction word (arm64 and riscv64: little endian). */
+static inline void tu_put32(unsigned char *p, uint32_t insn)
+{
+	memcpy(p, &insn, 4);
+}
+
 #if defined(__x86_64__)
 #define TU_RET_LEN 6
 #define TU_INSN_ALIGN 1
@@ -54,11 +60,6 @@ static inline unsigned char tu_nop_byte(const void *at)
 #define TU_RET_LEN 12
 #define TU_INSN_ALIGN 4
 #define TU_FILL ep_fill_arm64_brk
-static inline void tu_put32(unsigned char *p, uint32_t insn)
-{
-	memcpy(p, &insn, 4); /* little endian */
-}
-
 /* movz w0, #lo; movk w0, #hi, lsl #16; ret */
 static inline size_t tu_emit_ret_imm(unsigned char *p, uint32_t imm)
 {
@@ -78,11 +79,6 @@ static inline unsigned char tu_nop_byte(const void *at)
 #define TU_RET_LEN 12
 #define TU_INSN_ALIGN 2
 #define TU_FILL ep_fill_riscv_ebreak
-static inline void tu_put32(unsigned char *p, uint32_t insn)
-{
-	memcpy(p, &insn, 4); /* little endian */
-}
-
 /* lui a0, hi; addiw a0, a0, lo; ret */
 static inline size_t tu_emit_ret_imm(unsigned char *p, uint32_t imm)
 {
