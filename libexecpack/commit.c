@@ -46,7 +46,7 @@ static size_t commit_first(const struct ep__sub *h, size_t n)
  * it is small, an eighth of it after.  Doubling would leave up to half of
  * a pool's last pack committed and unused; an eighth keeps that small, in
  * about twenty steps to a whole 2 MiB pack, each an mprotect() and a
- * rebuilt fit tree, taken only when first fit finds no room.
+ * rebuilt first-fit summary, taken only when first fit finds no room.
  */
 static size_t grow_step(size_t have)
 {

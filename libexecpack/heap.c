@@ -272,7 +272,7 @@ static void range_remove(struct ep__sub *pool, const struct ep__region *reg)
 /*
  * First fit over hundreds of packs walked them all in creation order; the
  * walk was what grew with the live set.  The packs now also sit in slots
- * in creation order under a max tree (the per-pack fit tree's idea, one
+ * in creation order under a max tree (the per-pack summary's idea, one
  * level up): the first slot whose leaf is at least n is found in
  * O(log packs).  A leaf is an upper bound of its pack's longest free run,
  * kept cheap on the hot path: a give-back raises it to the run it

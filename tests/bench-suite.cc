@@ -5,7 +5,8 @@
  * Nine workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
  * libexecpack alone; workload 8, growth, against asmjit-dual alone, with
- * a second execpack column of 64 KiB packs; workload 9, shrink after emit,
+ * a second execpack column of 64 KiB packs and a floor with no allocator
+ * to speak of (struct Slots); workload 9, shrink after emit,
  * against asmjit-dual's shrink()):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory
@@ -427,6 +428,78 @@ struct Bump : Alloc {
 	size_t packs() override { return 1; }
 };
 
+/*
+ * The floor of workload 8: the churn with next to no allocator.  Each size
+ * (64-byte steps) has its own stretch of one sparse memfd mapped RW and RX
+ * and a last-in-first-out list of its free slots, so a free finds its
+ * size from the address and nothing else.  A free still refills the
+ * program with traps and a put still writes the code, so what grows with
+ * the live set here is the workload's own memory traffic (the freed
+ * program, the new one's place, its call), which no allocator avoids.
+ */
+struct Slots : Alloc {
+	enum : size_t { CLASSES = 2048 / EP_CHUNK_SIZE, STRETCH = size_t(64) << 20 };
+	unsigned char *rw, *rx;
+	size_t top[CLASSES] = {};
+	std::vector<uint32_t> free_[CLASSES]; /* slot offsets within the stretch */
+	Slots() : Alloc("slots")
+	{
+		int fd = memfd_create("bench-slots", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, off_t(CLASSES * STRETCH)))
+			die("slots: memfd: %s", std::strerror(errno));
+		void *w = mmap(nullptr, CLASSES * STRETCH, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		void *x = mmap(nullptr, CLASSES * STRETCH, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+		if (w == MAP_FAILED || x == MAP_FAILED)
+			die("slots: mmap: %s", std::strerror(errno));
+		close(fd);
+		rw = static_cast<unsigned char *>(w);
+		rx = static_cast<unsigned char *>(x);
+	}
+	~Slots() override
+	{
+		munmap(rw, CLASSES * STRETCH);
+		munmap(rx, CLASSES * STRETCH);
+	}
+	void *try_put(size_t len, uint32_t imm, int *err) override
+	{
+		size_t c = (len + EP_CHUNK_SIZE - 1) / EP_CHUNK_SIZE - 1, step = (c + 1) * EP_CHUNK_SIZE;
+		size_t off;
+		if (c >= CLASSES) {
+			*err = -EINVAL;
+			return nullptr;
+		}
+		if (!free_[c].empty()) {
+			off = free_[c].back();
+			free_[c].pop_back();
+		} else {
+			if (top[c] + step > STRETCH) {
+				*err = -ENOMEM;
+				return nullptr;
+			}
+			off = top[c];
+			top[c] += step;
+			std::memset(rw + c * STRETCH + off, 0xcc, step); /* a new slot: traps */
+		}
+		unsigned char *at = rw + c * STRETCH + off;
+		emit(at, len, imm);
+		return rx + (at - rw);
+	}
+	void drop(void *exec) override
+	{
+		size_t at = size_t(static_cast<unsigned char *>(exec) - rx), c = at / STRETCH;
+		std::memset(rw + at, 0xcc, (c + 1) * EP_CHUNK_SIZE);
+		free_[c].push_back(uint32_t(at % STRETCH));
+	}
+	size_t reserved() override
+	{
+		size_t n = 0;
+		for (size_t t : top)
+			n += t;
+		return n;
+	}
+	size_t packs() override { return CLASSES; }
+};
+
 enum Kind { K_EP, K_AJ_DUAL, K_AJ_DEF, K_MMAP, K_BUMP, K_BUMP_REUSE, K_N };
 static const char *const kind_name[K_N] = { "execpack", "asmjit-dual", "asmjit-default", "mmap",
 					    "bump", "bump-reuse" };
@@ -712,10 +785,11 @@ static void workload_churn()
 		cols("ns/op", "ratio", true);
 		for (Kind k : ks)
 			row(kind_name[k], t[k], "ns/op", ratio(t[k], t[K_EP]), 1, wc[k]);
+		/* (issue 8 asked for 0.5; issue 14 for 0.45, its single-thread bound) */
 		if (have_asmjit)
-			target("churn: execpack / asmjit-dual", ratio(t[K_EP], t[K_AJ_DUAL]), 0.5, true);
+			target("churn: execpack / asmjit-dual", ratio(t[K_EP], t[K_AJ_DUAL]), 0.45, true);
 		else
-			target("churn: execpack / asmjit-dual", NAN, 0.5, true, "x",
+			target("churn: execpack / asmjit-dual", NAN, 0.45, true, "x",
 			       "built without asmjit");
 	}
 	if (g_only[3]) {
@@ -1590,8 +1664,8 @@ static void workload_fork()
 static void workload_growth()
 {
 	static const int lives[] = { 1000, 10000, 100000, 300000 };
-	enum { NL = sizeof(lives) / sizeof(lives[0]), EP = 0, EP64 = 1, AJ = 2, NC = 3 };
-	static const char *const names[NC] = { "execpack", "execpack-64k", "asmjit-dual" };
+	enum { NL = sizeof(lives) / sizeof(lives[0]), EP = 0, EP64 = 1, SL = 2, AJ = 3, NC = 4 };
+	static const char *const names[NC] = { "execpack", "execpack-64k", "slots", "asmjit-dual" };
 	const int nc = have_asmjit ? NC : NC - 1;
 	const int n = ops(20000);
 	std::vector<double> t[NL][NC], res[NL][NC];
@@ -1604,6 +1678,7 @@ static void workload_growth()
 				run.live.reserve(size_t(lives[l]));
 				Alloc *a = c == AJ    ? make(K_AJ_DUAL)
 					   : c == EP64 ? new Execpack(names[c], EP_BACKEND_MEMFD, 65536)
+					   : c == SL   ? new Slots()
 						       : make(K_EP);
 				churn_setup(*a, q, run);
 				churn_ops(*a, q, run, true);
@@ -1618,7 +1693,9 @@ static void workload_growth()
 	head("8. growth",
 	     "workload 1's churn (free a random program, then alloc + write + finalize a new\n"
 	     "  one: timed) with 1,000 to 300,000 live programs; execpack-64k: 64 KiB packs;\n"
-	     "  reserved: code memory (one view) after the churn.  ratio = peer / execpack.");
+	     "  slots: the floor, a free list per size and no other bookkeeping (refill and\n"
+	     "  copy included); reserved: code memory (one view) after the churn.\n"
+	     "  ratio = peer / execpack.");
 	std::printf("  %d ops per round and live count\n", n);
 	std::printf("  %-24s %8s %11s %11s %11s  %8s %11s %8s\n", "", "live", "median", "min", "max",
 		    "ratio", "reserved", "ratio");
@@ -1635,10 +1712,15 @@ static void workload_growth()
 	}
 
 	/* one pool, one 64-byte program: what a process that JITs a little pays */
+	std::printf("  growth 300,000 / 10,000 live:");
+	for (int c = 0; c < nc; c++)
+		std::printf(" %s %.2fx%s", names[c], stats_of(t[3][c]).med / stats_of(t[1][c]).med,
+			    c + 1 < nc ? "," : "\n");
+
 	std::vector<double> pss[NC], mapped[NC], rsv[NC];
 	for (int r = 0; r < g_rounds; r++) {
 		for (int c = 0; c < nc; c++) {
-			if (c == EP64)
+			if (c == EP64 || c == SL)
 				continue;
 			std::vector<MapEnt> b = read_smaps();
 			MapSet before = map_set(b);
@@ -1656,7 +1738,7 @@ static void workload_growth()
 		    "  mappings in /proc/self/smaps, both views), mapped address space, reserved\n");
 	std::printf("  %-24s %11s %11s %11s\n", "", "Pss", "mapped", "reserved");
 	for (int c = 0; c < nc; c++) {
-		if (c == EP64)
+		if (c == EP64 || c == SL)
 			continue;
 		std::printf("  %-24s %10.0fK %10.0fK %10.0fK\n", names[c], stats_of(pss[c]).med / 1024,
 			    stats_of(mapped[c]).med / 1024, stats_of(rsv[c]).med / 1024);
