@@ -11,7 +11,8 @@
 # that a module cross-builds with ARCH=... CROSS_COMPILE=....
 # Writes DIR/kernel.env (KVER, EP_KMOD_KERNEL, EP_KMOD_KDIR) and prints
 # KVER.  Exit: 0 done, 77 the packages are not to be had (the reason on
-# stderr), 1 other errors.  A DIR that already holds KVER's tree is reused.
+# stderr), 1 other errors.  A DIR that already holds KVER's tree, unpacked
+# there, is reused.
 set -u
 dir=$1
 arch=$2
@@ -51,7 +52,9 @@ kbuild=$(echo "$hdeps" | tr ',|' '\n\n' | sed 's/^ *//; s/ .*//' | grep -m 1 '^l
 [ -n "$common" ] && [ -n "$kbuild" ] || skip "$headers:$arch names no common headers or kbuild"
 
 root=$dir/root
-if [ ! -e "$dir/kernel.env" ] || ! grep -qx "KVER=$kver" "$dir/kernel.env"; then
+# (a tree unpacked elsewhere and copied here names its old place: fetch again)
+if [ ! -e "$dir/kernel.env" ] || ! grep -qx "KVER=$kver" "$dir/kernel.env" ||
+	! grep -qxF "EP_KMOD_KERNEL=$root/boot/vmlinuz-$kver" "$dir/kernel.env"; then
 	rm -rf "$dir"
 	mkdir -p "$dir/debs" "$root" || exit 1
 	# apt-get download writes to the current directory.
