@@ -1586,68 +1586,86 @@ static void workload_fork()
 	const char *prog = access("/bin/true", X_OK) == 0 ? "/bin/true" : "/usr/bin/true";
 	const size_t per = size_t(std::max(ops(20000) / CHILDREN, 1)); /* ops per slice */
 	const size_t n = per * CHILDREN;			       /* ops per phase */
-	std::vector<double> before, among, after, mf_before, mf_among;
+	enum { EP, SL, NA };
+	static const char *const names[NA] = { "execpack", "slots" };
+	std::vector<double> before[NA], among[NA], after[NA], mf_before, mf_among;
 	/* where each fork taxes the parent, a round takes many seconds */
 	const double t_start = now_ns(), t_cap = 30e9;
 	int rounds = 0;
 
 	for (; rounds < g_rounds && (rounds == 0 || now_ns() - t_start < t_cap); rounds++) {
 		const int r = rounds;
-		ChurnSeq q(7000 + uint64_t(r), LIVE, int(n / 4 + 3 * n));
-		Execpack a("execpack", EP_BACKEND_MEMFD);
-		std::vector<Prog> live = q.init;
-		std::set<unsigned long> seen;
-		size_t at = n / 4;
-		double t[3] = { 0, 0, 0 };
-		size_t known[3];
+		/* a phase's worth of warm-up: slots' first frees fill its lists, and
+		 * until they do its puts touch new pages */
+		ChurnSeq q(7000 + uint64_t(r), LIVE, int(4 * n));
 
-		for (auto &pr : live)
-			pr.p = a.put(pr.len, pr.imm);
-		churn_slice(a, q, live, 0, at); /* warm up, not timed */
-		memfd_inodes(seen);
-		/* before: without children; among: a child before each slice; after */
-		for (int phase = 0; phase < 3; phase++) {
-			known[phase] = seen.size();
-			for (int c = 0; c < CHILDREN; c++, at += per) {
-				if (phase == 1) {
-					spawn(prog);
+		for (int k = 0; k < NA; k++) {
+			Alloc *a = k == SL ? static_cast<Alloc *>(new Slots())
+					   : new Execpack("execpack", EP_BACKEND_MEMFD);
+			std::vector<Prog> live = q.init;
+			std::set<unsigned long> seen;
+			size_t at = n;
+			double t[3] = { 0, 0, 0 };
+			size_t known[3];
+
+			for (auto &pr : live)
+				pr.p = a->put(pr.len, pr.imm);
+			churn_slice(*a, q, live, 0, at); /* warm up, not timed */
+			memfd_inodes(seen);
+			/* before: without children; among: a child before each slice; after */
+			for (int phase = 0; phase < 3; phase++) {
+				known[phase] = seen.size();
+				for (int c = 0; c < CHILDREN; c++, at += per) {
+					if (phase == 1) {
+						spawn(prog);
+						memfd_inodes(seen);
+					}
+					t[phase] += churn_slice(*a, q, live, at, at + per);
 					memfd_inodes(seen);
 				}
-				t[phase] += churn_slice(a, q, live, at, at + per);
-				memfd_inodes(seen);
 			}
+			before[k].push_back(double(n) / t[0] * 1e3);
+			among[k].push_back(double(n) / t[1] * 1e3);
+			after[k].push_back(double(n) / t[2] * 1e3);
+			if (k == EP) {
+				mf_before.push_back(double(known[1] - known[0]));
+				mf_among.push_back(double(seen.size() - known[1]));
+			}
+			for (auto &pr : live)
+				check_full(pr.p, pr.len, pr.imm, a->name);
+			for (auto &pr : live)
+				a->drop(pr.p);
+			delete a;
 		}
-		before.push_back(double(n) / t[0] * 1e3);
-		among.push_back(double(n) / t[1] * 1e3);
-		after.push_back(double(n) / t[2] * 1e3);
-		mf_before.push_back(double(known[1] - known[0]));
-		mf_among.push_back(double(seen.size() - known[1]));
-		for (auto &pr : live)
-			check_full(pr.p, pr.len, pr.imm, a.name);
-		for (auto &pr : live)
-			a.drop(pr.p);
 	}
 
 	head("7. fork(): a parent churning 10,000 live programs",
 	     "workload 1's churn on one execpack pool, by the wall clock (the call included), in\n"
 	     "  slices: 100 without children (before); 100 each after a child, fork() + exec +\n"
-	     "  waitpid() (among; the child itself not timed); 100 more (after).  memfds: new\n"
-	     "  memfd inodes in /proc/self/maps and /proc/self/fd, looked at after each child\n"
-	     "  and each slice.\n"
+	     "  waitpid() (among; the child itself not timed); 100 more (after).  slots: the\n"
+	     "  same against workload 8's floor, an allocator with no state to speak of, for\n"
+	     "  what fork() and the children cost any process here.  memfds: new memfd\n"
+	     "  inodes in /proc/self/maps and /proc/self/fd, looked at after each child and\n"
+	     "  each slice.\n"
 	     "  ratio = this / before.");
 	std::printf("  %zu ops per slice; the children run %s", per, prog);
 	if (rounds < g_rounds)
 		std::printf("; %d rounds (no new round after %.0f s)", rounds, t_cap / 1e9);
 	std::printf("\n");
 	cols("Mops/s", "ratio");
-	row("before", before, "Mops/s", NAN, 3);
-	row("among 100 children", among, "Mops/s", ratio(among, before), 3);
-	row("after 100 children", after, "Mops/s", ratio(after, before), 3);
+	for (int k = 0; k < NA; k++) {
+		const std::string nm = names[k];
+		row(nm + " before", before[k], "Mops/s", NAN, 3);
+		row(nm + " among", among[k], "Mops/s", ratio(among[k], before[k]), 3);
+		row(nm + " after", after[k], "Mops/s", ratio(after[k], before[k]), 3);
+	}
 	std::printf("  memfds the parent created: %.0f among and after the children, %.0f before\n"
 		    "  them (the most in a round)\n",
 		    stats_of(mf_among).hi, stats_of(mf_before).hi);
-	target("fork: after 100 fork()+exec() / before", ratio(after, before), 0.9, false);
-	target("fork: among 100 fork()+exec() / before", ratio(among, before), 0.9, false);
+	target("fork: after 100 fork()+exec() / before", ratio(after[EP], before[EP]), 0.9, false);
+	target("  the same for the floor (slots)", ratio(after[SL], before[SL]), 0.9, false);
+	target("fork: among 100 fork()+exec() / before", ratio(among[EP], before[EP]), 0.9, false);
+	target("  the same for the floor (slots)", ratio(among[SL], before[SL]), 0.9, false);
 	target("fork: memfds the parent created with children", stats_of(mf_among).hi, 0, true, "");
 }
 
