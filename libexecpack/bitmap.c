@@ -397,9 +397,9 @@ static inline size_t word_find_zeros(uint64_t w, size_t n)
 }
 
 /* A run longer than 64 bits starts at the top of a word whose reach is 64
- * (a clear word included): only those are looked at, each run once.  *best gets
- * the longest run seen, which is the map's longest when none fits and a
- * run of 64 exists. */
+ * (a clear word included): only those are looked at, each run once.
+ * *best gets the longest run seen, which is the map's longest when none
+ * fits and a run of 64 exists. */
 static size_t find_long(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *best)
 {
 	*best = 0;
@@ -416,9 +416,15 @@ static size_t find_long(const struct ep__fit *fit, const uint64_t *map, size_t n
 	return fit->nbits;
 }
 
+/* The largest reach of all, at most 64. */
+static size_t top_max(const struct ep__fit *fit)
+{
+	return bytes_max(load8(fit->lvl[fit->top]));
+}
+
 size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map)
 {
-	size_t top = bytes_max(load8(fit->lvl[fit->top])), best;
+	size_t top = top_max(fit), best;
 
 	if (top < 64)
 		return top; /* exact: a longer run would have a reach of 64 */
@@ -428,11 +434,7 @@ size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map)
 
 size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest)
 {
-	size_t at;
-
-	if (n == 0 || n > fit->nbits) {
-		at = fit->nbits;
-	} else if (n <= 64) {
+	if (n >= 1 && n <= 64 && n <= fit->nbits) {
 		size_t i = first_reach(fit, 0, n);
 
 		if (i < fit->nwords) {
@@ -443,21 +445,18 @@ size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, si
 
 			return i * 64 + (p < 64 ? p : 64 - suf_of(w));
 		}
-		at = fit->nbits;
-	} else {
-		size_t best;
+		if (longest)
+			*longest = top_max(fit); /* (below n, so exact) */
+		return fit->nbits;
+	}
+	if (n > 64 && n <= fit->nbits) {
+		size_t best, at = find_long(fit, map, n, &best);
 
-		at = find_long(fit, map, n, &best);
-		if (at < fit->nbits)
-			return at;
-		if (longest) {
-			size_t top = bytes_max(load8(fit->lvl[fit->top]));
-
-			*longest = best > top ? best : top;
-		}
+		if (at == fit->nbits && longest)
+			*longest = best > top_max(fit) ? best : top_max(fit);
 		return at;
 	}
 	if (longest)
 		*longest = ep__fit_longest(fit, map);
-	return at;
+	return fit->nbits;
 }
