@@ -607,14 +607,17 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 
 static void pack_emptied(struct ep__sub *pool, struct ep__pack *p);
 
-/* (counted: not for a remote free, which counted itself; remote.c) */
+/* (counted: not for a remote free, which counted itself; remote.c.  rec:
+ * an allocation with a record starts at pos; without one its bit in recs
+ * is clear already, and the line it lies on is not touched) */
 static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n,
-			   bool counted)
+			   bool counted, bool rec)
 {
 	ep__pack_write_begin(p);
 	ep__bitmap_clear(p->used, pos, n);
 	ep__bitmap_clear(p->start, pos, 1);
-	ep__bitmap_clear(p->recs, pos, 1);
+	if (rec)
+		ep__bitmap_clear(p->recs, pos, 1);
 	ep__pack_write_end(p);
 	ep__fit_mark(&p->fit, pos, n);
 	if (pos < p->first_free)
@@ -698,7 +701,7 @@ void ep__heap_drain(struct ep__sub *pool)
 				for (; d; d &= d - 1) {
 					size_t c = w * 64 + (size_t)__builtin_ctzll(d);
 
-					pack_give_back(pool, p, c, alloc_end(p, c) - c, true);
+					pack_give_back(pool, p, c, alloc_end(p, c) - c, true, false);
 					ep__pack_unclaim(p, c);
 				}
 			}
@@ -1343,7 +1346,7 @@ int ep__heap_free(struct ep__sub *pool, void *exec)
 				goto out;
 			}
 		}
-		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK, false);
+		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK, false, !a->view);
 		ep__pack_unclaim(a->pack, a->chunk);
 	} else {
 		if (a->large.sealed && (rc = ep__own_region(pool, &a->large)))
@@ -1421,7 +1424,8 @@ int ep__heap_shrink(struct ep__sub *pool, void *exec, size_t size)
 	if (a->pack) {
 		/* (under the pack's seq: a lock-free free reads the extent from
 		 * the maps, and sees it end where the kept chunks end) */
-		pack_give_back(pool, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false);
+		pack_give_back(pool, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false,
+			       false);
 		ep__pack_unclaim(a->pack, a->chunk);
 	}
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
