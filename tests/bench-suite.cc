@@ -4,9 +4,9 @@
  *
  * Nine workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
- * libexecpack alone; workload 8, growth, against asmjit-dual alone, with
- * a second execpack column of 64 KiB packs and a floor with no allocator
- * to speak of (struct Slots); workload 9, shrink after emit,
+ * libexecpack and a floor with no allocator to speak of, struct Slots;
+ * workload 8, growth, against asmjit-dual, with a second execpack column
+ * of 64 KiB packs and the same floor; workload 9, shrink after emit,
  * against asmjit-dual's shrink()):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory
@@ -429,7 +429,7 @@ struct Bump : Alloc {
 };
 
 /*
- * The floor of workload 8: the churn with next to no allocator.  Each size
+ * The floor of workloads 7 and 8: the churn with next to no allocator.  Each size
  * (64-byte steps) has its own stretch of one sparse memfd mapped RW and RX
  * and a last-in-first-out list of its free slots, so a free finds its
  * size from the address and nothing else.  A free still refills the
