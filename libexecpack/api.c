@@ -73,6 +73,7 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	pool->max_heaps = ep__heaps_wanted(first);
 	pool->id = __atomic_add_fetch(&g_pool_ids, 1, __ATOMIC_RELAXED);
 	pthread_mutex_init(&pool->heaps_lock, NULL);
+	ep__fork_track_pool(pool);
 	if (ep__under_valgrind()) {
 		/* read without locks by design (limit; stats, after the annotated
 		 * publication of each heap) */
@@ -87,6 +88,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 {
 	if (!pool)
 		return;
+	ep__fork_untrack_pool(pool);
 	/* the first heap last: it closes the backend the others share */
 	for (struct ep__sub *h = pool->heaps, *n; h; h = n) {
 		n = h->next_heap;

@@ -16,6 +16,15 @@
  * clone() without CLONE_VM) is recognised by a page with MADV_WIPEONFORK,
  * which reads as zeros there: its first call resets the locks and makes its
  * copies then (libexecpack(7) says what such a child may see before that).
+ *
+ * Every lock of the library is covered, in one order that every other path
+ * keeps too (a thread holding one only ever takes those after it):
+ *   g_roots_lock -> each pool's heaps_lock -> ep__thread_key_lock ->
+ *   ep__thread_spare_lock -> g_pools_lock -> each heap's lock (and its
+ *   remote-free gate) -> diag's lock (jitdump's writes hold it too).
+ * The handlers take them all in that order and release them in the parent
+ * and the child; a child that ran no handler resets exactly the same set,
+ * once (the first of its threads to call does, the others wait for it).
  */
 #include "config.h"
 
@@ -29,8 +38,12 @@
 #include "pool.h"
 #include "track.h"
 
+static pthread_mutex_t g_roots_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ep_pool *g_roots; /* every pool (g_roots_lock) */
+pthread_mutex_t ep__thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t ep__thread_spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ep__sub *g_pools;
+static struct ep__sub *g_pools; /* every heap of every pool (g_pools_lock) */
 unsigned ep__fork_gen;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 int *ep__fork_mark; /* a MADV_WIPEONFORK page: nonzero in the process that set it */
@@ -71,11 +84,16 @@ static void child_take_over(void)
 		__atomic_store_n(ep__fork_mark, 1, __ATOMIC_RELAXED);
 }
 
-/* Holding every heap lock across fork() means no change is half-done in
- * the child; diag.c's lock is taken too (a name or a destroy under way). */
+/* Holding every lock across fork() means no change is half-done in the
+ * child (see the top of this file for the order). */
 static void atfork_prepare(void)
 {
-	pthread_mutex_lock(&g_pools_lock);
+	ep__mutex_lock(&g_roots_lock);
+	for (struct ep_pool *r = g_roots; r; r = r->next_root)
+		ep__mutex_lock(&r->heaps_lock);
+	ep__mutex_lock(&ep__thread_key_lock);
+	ep__mutex_lock(&ep__thread_spare_lock);
+	ep__mutex_lock(&g_pools_lock);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		ep__lock(&p->lock);
 		ep__remote_gate(p); /* and no free without the lock (remote.c) */
@@ -91,7 +109,12 @@ static void atfork_unlock(void)
 		ep__remote_ungate(p);
 		ep__unlock(&p->lock);
 	}
-	pthread_mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&ep__thread_spare_lock);
+	ep__mutex_unlock(&ep__thread_key_lock);
+	for (struct ep_pool *r = g_roots; r; r = r->next_root)
+		ep__mutex_unlock(&r->heaps_lock);
+	ep__mutex_unlock(&g_roots_lock);
 }
 
 static void atfork_parent(void)
@@ -110,15 +133,10 @@ static void atfork_parent(void)
 	atfork_unlock();
 }
 
-/* The child has one thread: the biases of the parent's threads go, and
- * membarrier(2) is set up again for this process. */
 static void atfork_child(void)
 {
 	if (g_fork_pipe[0] >= 0)
 		close(g_fork_pipe[0]);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext)
-		ep__lock_reset_child(&p->lock);
-	ep__lock_setup();
 	ep__diag_fork_child();
 	child_take_over();
 	if (g_fork_pipe[1] >= 0)
@@ -127,26 +145,45 @@ static void atfork_child(void)
 	atfork_unlock();
 }
 
-/* A child that ran no fork handler: whatever a vanished thread held is
- * free now (see libexecpack(7) on what was under way). */
+/*
+ * A child that ran no fork handler: whatever a vanished thread held is
+ * free now (see libexecpack(7) on what was under way).  The same set as
+ * the handlers', reset once: the mark goes 0 -> 2 for the thread that does
+ * it, and to 1 when done; another thread of the child waits for that.
+ */
 void ep__fork_missed(void)
 {
+	int zero = 0;
+
+	if (!__atomic_compare_exchange_n(ep__fork_mark, &zero, 2, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		for (unsigned spins = 0; __atomic_load_n(ep__fork_mark, __ATOMIC_ACQUIRE) != 1;
+		     spins++)
+			EP_WAIT(spins, "fork reset");
+		return;
+	}
+	pthread_mutex_init(&g_roots_lock, NULL);
+	for (struct ep_pool *r = g_roots; r; r = r->next_root)
+		pthread_mutex_init(&r->heaps_lock, NULL);
+	pthread_mutex_init(&ep__thread_key_lock, NULL);
+	pthread_mutex_init(&ep__thread_spare_lock, NULL);
 	pthread_mutex_init(&g_pools_lock, NULL);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
-		ep__lock_init(&p->lock);
+		ep__lock_reset(&p->lock);
 		/* (a vanished thread's free without the lock stays claimed:
 		 * its chunks are not reused in this process) */
 		p->rf_inflight = 0;
 		p->rf_gate = 0;
-		if (p == p->root->first)
-			pthread_mutex_init(&p->root->heaps_lock, NULL);
 	}
-	ep__lock_setup();
 	ep__diag_fork_reset();
-	pthread_mutex_lock(&g_pools_lock);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext)
-		ep__lock(&p->lock);
-	child_take_over();
+	atfork_prepare(); /* (all free now: taken at once) */
+	if (g_fork_pipe[0] >= 0) {
+		close(g_fork_pipe[0]);
+		close(g_fork_pipe[1]);
+		g_fork_pipe[0] = g_fork_pipe[1] = -1;
+	}
+	ep__diag_fork_child();
+	child_take_over(); /* (the mark is 1 from here) */
 	atfork_unlock();
 }
 
@@ -167,7 +204,6 @@ static void atfork_install(void)
 			munmap(m, pg); /* (before Linux 4.14) */
 		}
 	}
-	ep__lock_setup();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
@@ -178,7 +214,7 @@ static void atfork_install(void)
  */
 static void hide_from_leak_check(void)
 {
-	pthread_mutex_lock(&g_pools_lock);
+	ep__mutex_lock(&g_pools_lock);
 	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
@@ -192,37 +228,59 @@ static void hide_from_leak_check(void)
 			}
 		}
 	}
-	pthread_mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_pools_lock);
 }
 
 /* Every heap of every pool, for the handlers (and Valgrind's exit hook). */
 void ep__fork_track(struct ep__sub *h)
 {
 	pthread_once(&g_atfork_once, atfork_install);
-	pthread_mutex_lock(&g_pools_lock);
+	ep__mutex_lock(&g_pools_lock);
 	h->gnext = g_pools;
 	if (g_pools)
 		g_pools->gprev = h;
 	g_pools = h;
-	pthread_mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_pools_lock);
 }
 
 void ep__fork_untrack(struct ep__sub *h)
 {
-	pthread_mutex_lock(&g_pools_lock);
+	ep__mutex_lock(&g_pools_lock);
 	if (h->gprev)
 		h->gprev->gnext = h->gnext;
 	else
 		g_pools = h->gnext;
 	if (h->gnext)
 		h->gnext->gprev = h->gprev;
-	pthread_mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_pools_lock);
 }
 
 void ep__each_heap(void (*fn)(struct ep__sub *, void *), void *arg)
 {
-	pthread_mutex_lock(&g_pools_lock);
+	ep__mutex_lock(&g_pools_lock);
 	for (struct ep__sub *h = g_pools; h; h = h->gnext)
 		fn(h, arg);
-	pthread_mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_pools_lock);
+}
+
+/* Every pool, for the handlers: its heaps_lock is one of the set. */
+void ep__fork_track_pool(struct ep_pool *pool)
+{
+	pthread_once(&g_atfork_once, atfork_install);
+	ep__mutex_lock(&g_roots_lock);
+	pool->next_root = g_roots;
+	g_roots = pool;
+	ep__mutex_unlock(&g_roots_lock);
+}
+
+void ep__fork_untrack_pool(struct ep_pool *pool)
+{
+	ep__mutex_lock(&g_roots_lock);
+	struct ep_pool **pp = &g_roots;
+
+	while (*pp && *pp != pool)
+		pp = &(*pp)->next_root;
+	if (*pp)
+		*pp = pool->next_root;
+	ep__mutex_unlock(&g_roots_lock);
 }

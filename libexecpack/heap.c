@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc-state.h"
 #include "diag.h"
 #include "pool.h"
 #include "route.h"
@@ -162,11 +163,6 @@ static void hash_insert(struct ep__sub *pool, struct ep__alloc *a)
 	a->hnext = pool->hash[i];
 	pool->hash[i] = a;
 	pool->nrecs++;
-	if (a->pack && !ep__bitmap_test(a->pack->recs, a->chunk)) {
-		ep__pack_write_begin(a->pack);
-		ep__bitmap_set(a->pack->recs, a->chunk, 1);
-		ep__pack_write_end(a->pack);
-	}
 }
 
 static struct ep__alloc *hash_find(const struct ep__sub *pool, uintptr_t key)
@@ -185,11 +181,6 @@ static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
 		pp = &(*pp)->hnext;
 	*pp = a->hnext;
 	pool->nrecs--;
-	if (a->pack && ep__bitmap_test(a->pack->recs, a->chunk)) {
-		ep__pack_write_begin(a->pack);
-		ep__bitmap_clear(a->pack->recs, a->chunk, 1);
-		ep__pack_write_end(a->pack);
-	}
 }
 
 void ep__heap_each_region(struct ep__sub *pool, void (*fn)(struct ep__sub *, struct ep__region *))
@@ -417,6 +408,25 @@ static void fits_raise(struct ep__sub *pool, struct ep__pack *p, size_t pos, siz
 		fits_set(pool, p->slot, (uint32_t)run);
 }
 
+/*
+ * Kept for reuse (struct ep__pack): a stale lock-free free may still read
+ * it, and sees another region address.  Its maps are clear (a pack is
+ * released empty, every chunk given back and its state NONE); no stale code
+ * address stays for memcheck's leak scan.
+ */
+static void pack_spare(struct ep__sub *pool, struct ep__pack *p)
+{
+	EP_YIELD("pack spare");
+	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->r.gen, 0, __ATOMIC_RELAXED);
+	p->r.rw = NULL;
+	p->r.size = p->r.committed = 0;
+	p->r.handle = 0;
+	p->r.sealed = 0;
+	p->next = pool->spare_packs;
+	pool->spare_packs = p;
+}
+
 static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 {
 	slot_remove(pool, p);
@@ -430,17 +440,12 @@ static void pack_release(struct ep__sub *pool, struct ep__pack *p)
 		p->next->prev = p->prev;
 	else
 		pool->tail = p->prev;
-	ep__tally(&pool->tally.packs_out, 1);
+	/* (bytes before packs: ep_pool_stats() reads them the other way) */
 	ep__tally(&pool->tally.commit_out, p->r.committed);
+	ep__tally(&pool->tally.packs_out, 1);
 	region_drop(pool, &p->r);
 	ep__fit_destroy(&p->fit);
-	/* kept (struct ep__pack): a racing reader sees another seq, and no
-	 * stale address stays for memcheck's leak scan */
-	ep__pack_write_begin(p);
-	memset(&p->r, 0, sizeof(p->r));
-	ep__pack_write_end(p);
-	p->next = pool->spare_packs;
-	pool->spare_packs = p;
+	pack_spare(pool, p);
 }
 
 static void pack_free(struct ep__pack *p)
@@ -457,14 +462,13 @@ static struct ep__pack *pack_get(struct ep__sub *pool)
 	size_t sum = EP__BITMAP_WORDS(words);
 	struct ep__pack *p = pool->spare_packs;
 
-	/* used, start, recs, done, done_sum; then freeing, a byte a chunk */
-	size_t bytes = (4 * words + sum) * sizeof(uint64_t) + nchunks;
+	/* used, start, done, done_sum; then the state, a byte a chunk */
+	size_t bytes = (3 * words + sum) * sizeof(uint64_t) + nchunks;
 
 	if (p) {
 		pool->spare_packs = p->next;
 		p->next = p->prev = NULL;
-		memset(p->used, 0, bytes);
-		return p;
+		return p; /* (its maps are clear: see pack_spare()) */
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -475,10 +479,9 @@ static struct ep__pack *pack_get(struct ep__sub *pool)
 		return NULL;
 	}
 	p->start = p->used + words;
-	p->recs = p->start + words;
-	p->done = p->recs + words;
+	p->done = p->start + words;
 	p->done_sum = p->done + words;
-	p->freeing = (unsigned char *)(p->done_sum + sum);
+	p->state = (unsigned char *)(p->done_sum + sum);
 	p->heap = pool;
 	p->nchunks = nchunks;
 	return p;
@@ -495,18 +498,21 @@ static int pack_new(struct ep__sub *pool, size_t n, struct ep__pack **out)
 	p->cached = 0;
 	if (range_reserve(pool) || slots_reserve(pool))
 		goto fail;
+	/* counted before its bytes are (ep_pool_stats(): pack_bytes never
+	 * exceeds packs times the pack size) */
+	ep__tally(&pool->tally.packs_in, 1);
 	if ((rc = ep__pack_map(pool, p, n))) /* (commit.c: sets nchunks) */
-		goto fail;
+		goto uncount;
 	if (ep__fit_init(&p->fit, p->used, p->nchunks) || (rc = seal_region(pool, &p->r))) {
 		ep__tally(&pool->tally.commit_out, p->r.committed);
 		rc = rc ? rc : -ENOMEM;
 		pool->ops->unmap(pool->be, &p->r);
-		goto fail;
+		goto uncount;
 	}
 	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, ep__route_pack(p)))) {
 		ep__tally(&pool->tally.commit_out, p->r.committed);
 		region_drop(pool, &p->r);
-		goto fail;
+		goto uncount;
 	}
 	p->r.gen = ep__fork_generation();
 	p->free_chunks = p->nchunks;
@@ -518,14 +524,13 @@ static int pack_new(struct ep__sub *pool, size_t n, struct ep__pack **out)
 	else
 		pool->head = p;
 	pool->tail = p;
-	ep__tally(&pool->tally.packs_in, 1);
 	*out = p;
 	return 0;
+uncount:
+	ep__tally(&pool->tally.packs_out, 1);
 fail:
 	ep__fit_destroy(&p->fit);
-	memset(&p->r, 0, sizeof(p->r));
-	p->next = pool->spare_packs;
-	pool->spare_packs = p;
+	pack_spare(pool, p);
 	return rc;
 }
 
@@ -592,12 +597,11 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 			pool->cached_pack = NULL;
 		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
 	}
-	/* (a record from the start: ep__heap_alloc() gives it one) */
 	ep__pack_write_begin(p);
-	ep__bitmap_set(p->recs, pos, 1);
 	ep__bitmap_set(p->start, pos, 1);
 	ep__bitmap_set(p->used, pos, n);
 	ep__pack_write_end(p);
+	ep__st_born(p, pos); /* (a record from the start: ep__heap_alloc() gives it one) */
 	ep__fit_mark(&p->fit, pos, n);
 	if (pos == p->first_free)
 		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
@@ -607,18 +611,19 @@ static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size
 
 static void pack_emptied(struct ep__sub *pool, struct ep__pack *p);
 
-/* (counted: not for a remote free, which counted itself; remote.c.  rec:
- * an allocation with a record starts at pos; without one its bit in recs
- * is clear already, and the line it lies on is not touched) */
+/* Chunks [pos, pos+n) are free again; the allocation starting at pos is
+ * gone unless it only shrank (tail).  (counted: not for a remote free,
+ * which counted itself; remote.c) */
 static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n,
-			   bool counted, bool rec)
+			   bool counted, bool tail)
 {
 	ep__pack_write_begin(p);
 	ep__bitmap_clear(p->used, pos, n);
-	ep__bitmap_clear(p->start, pos, 1);
-	if (rec)
-		ep__bitmap_clear(p->recs, pos, 1);
+	if (!tail)
+		ep__bitmap_clear(p->start, pos, 1);
 	ep__pack_write_end(p);
+	if (!tail)
+		ep__st_gone(p, pos);
 	ep__fit_mark(&p->fit, pos, n);
 	if (pos < p->first_free)
 		p->first_free = pos;
@@ -663,7 +668,11 @@ static void pack_emptied(struct ep__sub *pool, struct ep__pack *p)
 void ep__heap_trim(struct ep__sub *pool)
 {
 	ep__lock(&pool->lock);
-	ep__heap_drain_check(pool);
+	/* (seq_cst: after the thread's dead mark, against a lock-free free's
+	 * push then look at that mark; remote.c) */
+	EP_YIELD("remote list");
+	if (__atomic_load_n(&pool->remote, __ATOMIC_SEQ_CST))
+		ep__heap_drain(pool);
 	struct ep__pack *p = pool->cached_pack;
 
 	if (p && __atomic_load_n(&pool->root->empty_packs, __ATOMIC_RELAXED) > 1) {
@@ -702,7 +711,6 @@ void ep__heap_drain(struct ep__sub *pool)
 					size_t c = w * 64 + (size_t)__builtin_ctzll(d);
 
 					pack_give_back(pool, p, c, alloc_end(p, c) - c, true, false);
-					ep__pack_unclaim(p, c);
 				}
 			}
 		}
@@ -777,12 +785,14 @@ static void stage_put(struct ep__sub *pool, unsigned char *buf, int cls)
 static void hash_remove(struct ep__sub *pool, struct ep__alloc *a);
 
 /*
- * The limit is exact: a charge is taken only if it fits (compare-exchange,
- * never an add that is undone, which would make another thread's charge
- * fail that fits), and given back before ep_free() returns.
+ * The limit counts what is reserved, exactly: a charge is taken when the
+ * reservation exists (chunks found, a mapping made) and only if it fits
+ * (compare-exchange, never an add that is undone, which would make another
+ * thread's charge fail that fits), and given back before ep_free() returns.
  */
 static int charge(struct ep_pool *root, size_t bytes)
 {
+	EP_YIELD("limit charge");
 	size_t was = __atomic_load_n(&root->charged, __ATOMIC_RELAXED);
 
 	do {
@@ -795,18 +805,22 @@ static int charge(struct ep_pool *root, size_t bytes)
 
 static void uncharge(struct ep__sub *pool, size_t bytes)
 {
+	EP_YIELD("limit uncharge");
 	if (pool->limit)
 		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELEASE);
 }
 
 /* A finalized pack allocation with nothing but its chunks to remember
- * gives its record up (see the top of this file). */
-static void rec_settle(struct ep__sub *pool, struct ep__alloc *a)
+ * gives its record up (see the top of this file).  Whether it has one. */
+static bool rec_settle(struct ep__sub *pool, struct ep__alloc *a)
 {
-	if (a->view || !a->pack || a->staging || a->diag || a->offset)
-		return;
+	if (a->view)
+		return false;
+	if (!a->pack || a->staging || a->diag || a->offset)
+		return true;
 	hash_remove(pool, a);
 	rec_put(pool, a);
+	return false;
 }
 
 /* The allocation is gone (its chunks or mapping already given back): its
@@ -923,7 +937,7 @@ static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t 
 			return NULL;
 		a = hash_find(pool, r->lo + s * CHUNK);
 		if (!a) {
-			if (ep__pack_freeing(r->pack, s))
+			if (!ep__st_live(r->pack, s))
 				return NULL; /* an ep_free() under way (remote.c) */
 			a = alloc_view(r->pack, s, v);
 		}
@@ -955,7 +969,7 @@ static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exe
 			return r->large->exec == exec ? r->large : NULL;
 		size_t c = (x - r->lo) / CHUNK;
 
-		return ep__bitmap_test(r->pack->start, c) && !ep__pack_freeing(r->pack, c)
+		return ep__bitmap_test(r->pack->start, c) && ep__st_live(r->pack, c)
 			       ? alloc_view(r->pack, c, v)
 			       : NULL;
 	}
@@ -1124,6 +1138,23 @@ void ep__heap_destroy(struct ep__sub *pool)
 
 /* ---- a heap's calls ------------------------------------------------------- */
 
+/*
+ * Every call on an existing allocation finds it with the heap's lock held,
+ * then enters its state (alloc-state.h) and leaves it when done: a pack
+ * allocation that a lock-free ep_free() owns is not live for it, and that
+ * free waits while the call works.  Large allocations need only the lock.
+ */
+static int alloc_enter(const struct ep__alloc *a)
+{
+	return a->pack ? ep__st_enter(a->pack, a->chunk) : 0;
+}
+
+static void alloc_leave(struct ep__pack *p, size_t c, bool rec)
+{
+	if (p)
+		ep__st_leave(p, c, rec);
+}
+
 int ep__heap_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 {
 	if (!pool || !out || size == 0)
@@ -1142,11 +1173,10 @@ int ep__heap_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 
 	struct ep__alloc *a = NULL;
 	int rc;
-
 	size_t limit = pool->limit;
 
-	if (limit && (rc = charge(pool->root, reserved)))
-		return rc;
+	if (limit && reserved > limit)
+		return -EPERM; /* could never fit */
 	sub_lock(pool);
 	ep__heap_drain_check(pool);
 	if (pool->nrecs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
@@ -1165,9 +1195,14 @@ int ep__heap_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 		rc = pool->ops->map(pool->be, reserved, pool->fill, pool->fill_ctx, &a->large);
 		if (rc)
 			goto fail;
+		if (limit && (rc = charge(pool->root, reserved))) {
+			region_drop(pool, &a->large);
+			goto fail;
+		}
 		if ((rc = seal_region(pool, &a->large)) ||
 		    (rc = ep__route_set((uintptr_t)a->large.exec, a->large.size, pool))) {
 			region_drop(pool, &a->large);
+			uncharge(pool, reserved);
 			goto fail;
 		}
 		a->large.gen = ep__fork_generation();
@@ -1181,6 +1216,11 @@ int ep__heap_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
 
 		if ((rc = pack_find(pool, n, &p, &pos)))
 			goto fail;
+		if (limit && (rc = charge(pool->root, reserved))) {
+			if (!p->cached && p->free_chunks == p->nchunks)
+				pack_emptied(pool, p); /* made for this request */
+			goto fail;
+		}
 		pack_take(pool, p, pos, n);
 		a->pack = p;
 		a->chunk = pos;
@@ -1214,8 +1254,6 @@ fail:
 		rec_put(pool, a);
 	}
 	ep__unlock(&pool->lock);
-	if (limit)
-		__atomic_fetch_sub(&pool->root->charged, reserved, __ATOMIC_RELEASE);
 	return rc;
 }
 
@@ -1224,7 +1262,7 @@ int ep__heap_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
 	if (!pool || !dst || (!src && len))
 		return -EINVAL;
 
-	int rc = 0;
+	int rc;
 	struct ep__alloc view;
 
 	sub_lock(pool);
@@ -1233,18 +1271,21 @@ int ep__heap_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
 
 	if (!a || len > a->key + a->reserved - d) {
 		rc = -EINVAL;
-	} else if (len == 0) {
-		rc = 0;
-	} else if (a->staging) {
-		memcpy(a->staging + (d - a->key), src, len);
-	} else {
-		struct ep__region *r = alloc_region(a);
+	} else if ((rc = alloc_enter(a)) == 0) {
+		if (len == 0) {
+			/* nothing to write: the allocation is live */
+		} else if (a->staging) {
+			memcpy(a->staging + (d - a->key), src, len);
+		} else {
+			struct ep__region *r = alloc_region(a);
 
-		rc = ep__own_region(pool, r);
-		if (!rc)
-			rc = pool->ops->write(pool->be, r, d - (uintptr_t)r->exec, src, len);
-		if (!rc)
-			code_changed(dst, len);
+			rc = ep__own_region(pool, r);
+			if (!rc)
+				rc = pool->ops->write(pool->be, r, d - (uintptr_t)r->exec, src, len);
+			if (!rc)
+				code_changed(dst, len);
+		}
+		alloc_leave(a->pack, a->chunk, !a->view);
 	}
 	ep__unlock(&pool->lock);
 	return rc;
@@ -1289,25 +1330,26 @@ int ep__heap_finalize(struct ep__sub *pool, void *exec)
 	sub_lock(pool);
 	struct ep__alloc *a = alloc_exact(pool, exec, &view);
 
-	if (!a) {
-		rc = -EINVAL;
+	if (!a || !a->staging) {
+		rc = -EINVAL; /* not live, or finalized already */
 		goto out;
 	}
-	if (!a->staging) {
-		rc = -EINVAL; /* finalized already */
+	if ((rc = alloc_enter(a)))
 		goto out;
-	}
-	struct ep__region *r = alloc_region(a);
+	struct ep__pack *p = a->pack;
+	size_t c = a->chunk;
 
-	rc = ep__own_region(pool, r);
-	if (rc)
+	rc = ep__own_region(pool, alloc_region(a));
+	if (!rc)
+		rc = copy_in(pool, a);
+	if (rc) {
+		/* staging kept: nothing is lost, the caller may retry or free */
+		alloc_leave(p, c, true);
 		goto out;
-	rc = copy_in(pool, a);
-	if (rc)
-		goto out; /* staging kept: nothing is lost, the caller may retry or free */
+	}
 	stage_put(pool, a->staging, a->stash_class);
 	a->staging = NULL;
-	rec_settle(pool, a);
+	alloc_leave(p, c, rec_settle(pool, a));
 out:
 	ep__unlock(&pool->lock);
 	return rc;
@@ -1324,17 +1366,11 @@ int ep__heap_free(struct ep__sub *pool, void *exec)
 	sub_lock(pool);
 	struct ep__alloc *a = alloc_exact(pool, exec, &view);
 
-	if (!a) {
+	if (!a || (rc = alloc_enter(a))) {
 		rc = -EINVAL;
 		goto out;
 	}
 	if (a->pack) {
-		/* against an ep_free() of the same address from another thread
-		 * that takes no lock (remote.c) */
-		if (!ep__pack_claim(a->pack, a->chunk)) {
-			rc = -EINVAL;
-			goto out;
-		}
 		if (!a->staging) {
 			/* finalized: refill so a stale jump here traps */
 			rc = ep__own_region(pool, &a->pack->r);
@@ -1342,12 +1378,11 @@ int ep__heap_free(struct ep__sub *pool, void *exec)
 				rc = refill(pool, a);
 			if (rc) {
 				/* still live and intact; the caller may retry */
-				ep__pack_unclaim(a->pack, a->chunk);
+				alloc_leave(a->pack, a->chunk, !a->view);
 				goto out;
 			}
 		}
-		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK, false, !a->view);
-		ep__pack_unclaim(a->pack, a->chunk);
+		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK, false, false);
 	} else {
 		if (a->large.sealed && (rc = ep__own_region(pool, &a->large)))
 			goto out; /* its refill could not be done: still live */
@@ -1398,38 +1433,29 @@ int ep__heap_shrink(struct ep__sub *pool, void *exec, size_t size)
 
 	if (keep >= a->reserved)
 		goto out; /* nothing whole to give back */
+	if ((rc = alloc_enter(a)))
+		goto out;
 	size_t cut = a->reserved - keep;
 	struct ep__region *r = alloc_region(a);
 
-	/* against an ep_free() of the same address from another thread that
-	 * takes no lock (remote.c): whichever claims it first goes on */
-	if (a->pack && !ep__pack_claim(a->pack, a->chunk)) {
-		rc = -EINVAL;
-		goto out;
-	}
 	if (!a->staging) {
 		rc = ep__own_region(pool, r);
 		if (!rc)
 			rc = pool->ops->fill(pool->be, r, alloc_region_off(a) + keep, cut, pool->fill,
 					     pool->fill_ctx);
 		if (rc) {
-			if (a->pack)
-				ep__pack_unclaim(a->pack, a->chunk);
+			alloc_leave(a->pack, a->chunk, !a->view);
 			goto out; /* still whole and intact */
 		}
 		code_changed((void *)(a->key + keep), cut);
 	}
 	ep__diag_shrink(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 			a->key + keep - (uintptr_t)a->exec, pool->flags);
-	if (a->pack) {
-		/* (under the pack's seq: a lock-free free reads the extent from
-		 * the maps, and sees it end where the kept chunks end) */
-		pack_give_back(pool, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false,
-			       false);
-		ep__pack_unclaim(a->pack, a->chunk);
-	}
+	if (a->pack)
+		pack_give_back(pool, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false, true);
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
 	uncharge(pool, cut);
+	alloc_leave(a->pack, a->chunk, !a->view);
 out:
 	ep__unlock(&pool->lock);
 	return rc;
@@ -1437,40 +1463,66 @@ out:
 
 /* ---- diagnostics (diag.c) -------------------------------------------------- */
 
-/* Resolve exec to a live allocation with a record (diag.c keeps a pointer
- * in it) and call diag.c with the pool locked. */
-static struct ep__alloc *alloc_for_diag(struct ep__sub *pool, void *exec, struct ep__alloc *v,
-					int *rc)
+/*
+ * Attach a name or unwind info: the allocation at exec, entered, gets a
+ * record (diag.c keeps a pointer in it) and fn is called with the heap
+ * locked; the record goes again if nothing was attached after all.
+ */
+static int with_record(struct ep__sub *pool, void *exec,
+		       int (*fn)(struct ep__sub *, struct ep__alloc *, void *), void *arg)
 {
-	struct ep__alloc *a = alloc_exact(pool, exec, v);
+	struct ep__alloc view;
+	int rc;
 
-	*rc = -EINVAL;
-	if (a && !(a = rec_keep(pool, a)))
-		*rc = -ENOMEM;
-	else if (a)
-		*rc = 0;
-	return *rc ? NULL : a;
+	sub_lock(pool);
+	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+
+	if (!a || (rc = alloc_enter(a))) {
+		rc = -EINVAL;
+		goto out;
+	}
+	struct ep__pack *p = a->pack;
+	size_t c = a->chunk;
+	struct ep__alloc *kept = rec_keep(pool, a);
+
+	if (!kept) {
+		alloc_leave(p, c, false); /* (only a view lacks one) */
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = fn(pool, kept, arg);
+	alloc_leave(p, c, rec_settle(pool, kept));
+out:
+	ep__unlock(&pool->lock);
+	return rc;
+}
+
+static int name_it(struct ep__sub *pool, struct ep__alloc *a, void *arg)
+{
+	return ep__diag_set_name(pool, &a->diag, a->exec,
+				 a->key + a->reserved - (uintptr_t)a->exec, !a->staging,
+				 pool->flags, arg);
 }
 
 int ep__heap_set_name(struct ep__sub *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)
 		return -EINVAL;
+	return with_record(pool, exec, name_it, (void *)name);
+}
 
-	struct ep__alloc view;
-	int rc;
+struct unwind_args {
+	int kind;
+	size_t prologue, frame;
+};
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
+static int unwind_it(struct ep__sub *pool, struct ep__alloc *a, void *arg)
+{
+	const struct unwind_args *u = arg;
 
-	if (a) {
-		rc = ep__diag_set_name(pool, &a->diag, exec,
-				       a->key + a->reserved - (uintptr_t)exec, !a->staging,
-				       pool->flags, name);
-		rec_settle(pool, a); /* (nothing attached after all) */
-	}
-	ep__unlock(&pool->lock);
-	return rc;
+	(void)pool;
+	return ep__diag_set_unwind(&a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+				   !a->staging, u->kind, u->prologue, u->frame);
 }
 
 int ep__heap_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t prologue,
@@ -1479,18 +1531,7 @@ int ep__heap_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t prolo
 	if (!pool || !exec)
 		return -EINVAL;
 
-	struct ep__alloc view;
-	int rc;
+	struct unwind_args u = { kind, prologue, frame };
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_for_diag(pool, exec, &view, &rc);
-
-	if (a) {
-		rc = ep__diag_set_unwind(&a->diag, exec, a->key + a->reserved - (uintptr_t)exec,
-					 !a->staging, kind, prologue, frame);
-		rec_settle(pool, a);
-	}
-	ep__unlock(&pool->lock);
-	return rc;
+	return with_record(pool, exec, unwind_it, &u);
 }
-

@@ -78,6 +78,7 @@ int ep__route_set(uintptr_t lo, size_t len, void *owner)
 	for (uintptr_t p = first; p < end; p = (p | EP__ROUTE_MASK) + 1)
 		if (!entry(p, true))
 			return -ENOMEM;
+	EP_YIELD("route set");
 	for (uintptr_t p = first; p < end; p++)
 		__atomic_store_n(entry(p, false), owner, __ATOMIC_RELEASE);
 	return 0;
@@ -89,6 +90,7 @@ void ep__route_clear(uintptr_t lo, size_t len)
 	uintptr_t end = (lo + len + ((uintptr_t)1 << EP__ROUTE_PAGE_SHIFT) - 1) >>
 			EP__ROUTE_PAGE_SHIFT;
 
+	EP_YIELD("route clear");
 	for (uintptr_t p = first; p < end; p++) {
 		void **e = entry(p, false);
 

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "interleave.h"
+
 #define EP__ROUTE_PAGE_SHIFT 12
 #define EP__ROUTE_BITS 12 /* per level; three levels cover 48-bit addresses */
 #define EP__ROUTE_FAN ((size_t)1 << EP__ROUTE_BITS)
@@ -42,6 +44,7 @@ static inline void *ep__route_get(uintptr_t addr)
 {
 	uintptr_t page = addr >> EP__ROUTE_PAGE_SHIFT;
 
+	EP_YIELD("route get");
 	if (__builtin_expect(page >> (3 * EP__ROUTE_BITS), 0))
 		return NULL;
 	struct ep__route_mid *m = __atomic_load_n(

@@ -23,8 +23,7 @@ struct ep__thread {
 };
 
 static pthread_key_t g_thread_key;
-static bool g_thread_key_made;                 /* g_thread_key_lock */
-static pthread_mutex_t g_thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_thread_key_made;                 /* ep__thread_key_lock (fork.c) */
 static __thread struct ep__thread *tl_self;
 
 __thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS] __attribute__((tls_model("initial-exec")));
@@ -34,22 +33,23 @@ __thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS] __attribute__((tls_model(
  * for the next thread: never freed, because remote.c looks at a heap's
  * owner without a lock while another thread may be adopting the heap.
  */
-static struct ep__thread *g_spare_threads; /* linked by next */
-static pthread_mutex_t g_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ep__thread *g_spare_threads; /* linked by next (ep__thread_spare_lock) */
 
 void ep__thread_put(struct ep__thread *t)
 {
 	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		pthread_mutex_lock(&g_spare_lock);
+		ep__mutex_lock(&ep__thread_spare_lock);
 		t->next = g_spare_threads;
 		g_spare_threads = t;
-		pthread_mutex_unlock(&g_spare_lock);
+		ep__mutex_unlock(&ep__thread_spare_lock);
 	}
 }
 
 bool ep__thread_dead(const struct ep__thread *t)
 {
-	return __atomic_load_n(&t->dead, __ATOMIC_ACQUIRE);
+	EP_YIELD("thread dead?");
+	/* (seq_cst: the exit's handshake with a lock-free free, remote.c) */
+	return __atomic_load_n(&t->dead, __ATOMIC_SEQ_CST);
 }
 
 static void trim_if_mine(struct ep__sub *h, void *t)
@@ -62,7 +62,8 @@ static void thread_exit(void *arg)
 {
 	struct ep__thread *t = arg;
 
-	__atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+	EP_YIELD("thread exit");
+	__atomic_store_n(&t->dead, 1, __ATOMIC_SEQ_CST); /* (remote.c's handshake) */
 	ep__each_heap(trim_if_mine, t);
 	tl_self = NULL;
 	memset(ep__tl_cache, 0, sizeof(ep__tl_cache));
@@ -72,12 +73,12 @@ static void thread_exit(void *arg)
 /* (a mutex, not pthread_once(): Helgrind follows it) */
 static bool thread_key_make(void)
 {
-	pthread_mutex_lock(&g_thread_key_lock);
+	ep__mutex_lock(&ep__thread_key_lock);
 	if (!g_thread_key_made)
 		g_thread_key_made = pthread_key_create(&g_thread_key, thread_exit) == 0;
 	bool ok = g_thread_key_made;
 
-	pthread_mutex_unlock(&g_thread_key_lock);
+	ep__mutex_unlock(&ep__thread_key_lock);
 	return ok;
 }
 
@@ -90,11 +91,11 @@ static struct ep__thread *thread_self(void)
 		return t;
 	if (!thread_key_make())
 		return NULL;
-	pthread_mutex_lock(&g_spare_lock);
+	ep__mutex_lock(&ep__thread_spare_lock);
 	t = g_spare_threads;
 	if (t)
 		g_spare_threads = t->next;
-	pthread_mutex_unlock(&g_spare_lock);
+	ep__mutex_unlock(&ep__thread_spare_lock);
 	if (!t) {
 		t = calloc(1, sizeof(*t));
 		if (!t)
@@ -126,13 +127,14 @@ static struct ep__sub *heap_claim(struct ep_pool *pool)
 	struct ep__sub *h, *pick = NULL;
 	unsigned i = 0;
 
-	pthread_mutex_lock(&pool->heaps_lock);
+	ep__mutex_lock(&pool->heaps_lock);
 	for (h = pool->heaps; h; h = h->next_heap)
 		if (self && h->owner == self)
 			goto found;
 	for (h = pool->heaps; h; h = h->next_heap) {
 		if (ep__heap_orphaned(h)) {
 			ep__thread_put(h->owner);
+			EP_YIELD("heap adopt");
 			__atomic_store_n(&h->owner, NULL, __ATOMIC_RELEASE);
 			goto adopt;
 		}
@@ -156,10 +158,11 @@ static struct ep__sub *heap_claim(struct ep_pool *pool)
 adopt:
 	if (self) {
 		__atomic_add_fetch(&self->refs, 1, __ATOMIC_RELAXED);
+		EP_YIELD("heap owner");
 		__atomic_store_n(&h->owner, self, __ATOMIC_RELEASE);
 	}
 found:
-	pthread_mutex_unlock(&pool->heaps_lock);
+	ep__mutex_unlock(&pool->heaps_lock);
 	return h;
 }
 
@@ -181,10 +184,7 @@ unsigned ep__heaps_wanted(const struct ep__sub *first)
 {
 	if (!first->ops->threadsafe)
 		return 1;
-	const char *env = getenv("EXECPACK_HEAPS");
-
-	if (!env || !*env)
-		env = getenv("EXECPACK_SUBPOOLS"); /* the name it had first */
+	const char *env = secure_getenv("EXECPACK_HEAPS");
 	long n = env && *env ? strtol(env, NULL, 10) : 0;
 
 	return n < 1 ? 0 : n > 65536 ? 65536 : (unsigned)n;

@@ -577,7 +577,7 @@ static void *alloc_one(void *arg)
 }
 
 /* Two threads, two sub-pools: each gets its own pack; with
- * EXECPACK_SUBPOOLS=1 they share one. */
+ * EXECPACK_HEAPS=1 they share one. */
 static size_t packs_for_two_threads(const char *n)
 {
 	struct ep_pool *pool = pool_with_subs(n, 0);

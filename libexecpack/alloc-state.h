@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * alloc-state.h - the one rule of a pack allocation's life.
+ *
+ * Each chunk of a pack has a state byte; the byte of an allocation's first
+ * chunk is the allocation's state:
+ *
+ *   NONE     no allocation starts here (never allocated, or given back);
+ *   REC      live, with a record in the heap's table (staged, named, given
+ *            unwind info, placed at a random offset);
+ *   PLAIN    live, finalized, no record: its chunks say all there is;
+ *   BUSY     a call holding the heap's lock is working on a PLAIN one;
+ *   FREEING  an ep_free() without the heap's lock (remote.c) owns it.
+ *
+ *   ep_alloc:  NONE -> REC                          (heap lock)
+ *   any call:  REC stays REC; PLAIN -> BUSY -> PLAIN | REC
+ *                                                   (heap lock, one CAS)
+ *   free:      REC | BUSY -> NONE, chunks given back first (heap lock)
+ *   lock-free free: PLAIN -> FREEING (one CAS), refill, queue;
+ *              FREEING -> NONE when the owner gives the chunks back
+ *              (heap lock, remote.c's drain)
+ *
+ * The invariant every path keeps: only a thread that holds the heap's lock
+ * changes a REC or BUSY state, and only the one CAS PLAIN -> FREEING is made
+ * without it.  So
+ *   - no call acts on an allocation another call is freeing: a lock holder
+ *     that finds FREEING (or NONE) fails with -EINVAL and changes nothing;
+ *     a lock-free free that finds BUSY waits for the holder's step to end
+ *     (a holder never waits for a lock-free free: no cycle);
+ *   - a free never runs twice: only one CAS out of PLAIN can win, and a
+ *     lock holder frees only what it found REC or made BUSY itself;
+ *   - a double free changes nothing: it finds NONE or FREEING and fails
+ *     without a store, so an allocation that reused the chunk meanwhile
+ *     is never disturbed (one at the same address is the caller's);
+ *   - a record exists only for a REC allocation, so a lock-free free
+ *     (PLAIN only) never leaves a record behind.
+ * Large allocations have no state byte: every call on them takes the heap's
+ * lock, and their record is their life.
+ */
+#ifndef EP_ALLOC_STATE_H
+#define EP_ALLOC_STATE_H
+
+#include <errno.h>
+#include <stdbool.h>
+
+#include "interleave.h"
+#include "types.h"
+
+enum {
+	EP__ST_NONE = 0,
+	EP__ST_REC,
+	EP__ST_PLAIN,
+	EP__ST_BUSY,
+	EP__ST_FREEING,
+};
+
+static inline unsigned char ep__st_get(const struct ep__pack *p, size_t c)
+{
+	return __atomic_load_n(&p->state[c], __ATOMIC_ACQUIRE);
+}
+
+/* Whether a call may act on the allocation at c (a lock holder's look). */
+static inline bool ep__st_live(const struct ep__pack *p, size_t c)
+{
+	unsigned char s = ep__st_get(p, c);
+
+	return s == EP__ST_REC || s == EP__ST_PLAIN;
+}
+
+/* Heap lock held: a new allocation (a record from the start). */
+static inline void ep__st_born(struct ep__pack *p, size_t c)
+{
+	EP_YIELD("state born");
+	__atomic_store_n(&p->state[c], EP__ST_REC, __ATOMIC_RELEASE);
+}
+
+/* Heap lock held: this call acts on the allocation at c until
+ * ep__st_leave() or ep__st_gone().  -EINVAL: it is not live. */
+static inline int ep__st_enter(struct ep__pack *p, size_t c)
+{
+	EP_YIELD("state enter");
+	unsigned char s = ep__st_get(p, c);
+
+	if (s == EP__ST_REC)
+		return 0;
+	if (s == EP__ST_PLAIN &&
+	    __atomic_compare_exchange_n(&p->state[c], &s, EP__ST_BUSY, false, __ATOMIC_ACQUIRE,
+					__ATOMIC_ACQUIRE))
+		return 0;
+	return -EINVAL; /* freed, never allocated, or a lock-free free owns it */
+}
+
+/* Heap lock held: the call is done; rec says whether it has a record. */
+static inline void ep__st_leave(struct ep__pack *p, size_t c, bool rec)
+{
+	EP_YIELD("state leave");
+	__atomic_store_n(&p->state[c], rec ? EP__ST_REC : EP__ST_PLAIN, __ATOMIC_RELEASE);
+}
+
+/* Heap lock held: its chunks were given back. */
+static inline void ep__st_gone(struct ep__pack *p, size_t c)
+{
+	EP_YIELD("state gone");
+	__atomic_store_n(&p->state[c], EP__ST_NONE, __ATOMIC_RELEASE);
+}
+
+/*
+ * No lock: claim the allocation at c for a free.  0: claimed (FREEING);
+ * 1: it has a record, free it under the heap's lock; -EINVAL: not live.
+ * BUSY is waited out: its holder is inside one short step.
+ */
+static inline int ep__st_claim_free(struct ep__pack *p, size_t c)
+{
+	for (unsigned spins = 0;; spins++) {
+		EP_YIELD("state claim");
+		unsigned char s = ep__st_get(p, c);
+
+		if (s == EP__ST_REC)
+			return 1;
+		if (s == EP__ST_PLAIN) {
+			if (__atomic_compare_exchange_n(&p->state[c], &s, EP__ST_FREEING, false,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				return 0;
+			continue;
+		}
+		if (s != EP__ST_BUSY)
+			return -EINVAL;
+		EP_WAIT(spins, "state busy");
+	}
+}
+
+/* The claimer gives a claimed allocation back, untouched. */
+static inline void ep__st_unclaim(struct ep__pack *p, size_t c)
+{
+	EP_YIELD("state unclaim");
+	__atomic_store_n(&p->state[c], EP__ST_PLAIN, __ATOMIC_RELEASE);
+}
+
+#endif /* EP_ALLOC_STATE_H */

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * types.h - the core's structures and nothing else: a pool, its heaps,
+ * their packs, ranges and allocation records.  Who may read or write each
+ * shared field, and how, is said beside it; the calls on them are declared
+ * in the header of the file that owns them.
+ */
+#ifndef EP_TYPES_H
+#define EP_TYPES_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "bitmap.h"
+#include "execpack.h"
+#include "lock.h"
+
+#define CHUNK EP_CHUNK_SIZE
+#define RANDOMIZE_SLACK 48 /* extra bytes reserved for EP_F_RANDOMIZE */
+
+/* Staging buffers of 64 << k bytes (k < STASH_CLASSES) are kept for reuse. */
+#define STASH_CLASSES 7
+#define STASH_DEPTH 8
+#define SPARE_RECORDS 64
+
+struct ep__pack;
+struct ep__thread;
+
+struct ep__alloc {
+	struct ep__alloc *hnext; /* hash chain */
+	uintptr_t key;           /* address of the reservation's first byte */
+	void *exec;              /* what ep_alloc() returned */
+	struct ep__pack *pack;   /* NULL: a large allocation */
+	struct ep__region large; /* its own mapping when pack is NULL */
+	size_t chunk;            /* first chunk in the pack */
+	size_t reserved;         /* bytes reserved and charged */
+	size_t offset;           /* exec - reservation start (EP_F_RANDOMIZE) */
+	unsigned char *staging;  /* reserved bytes; NULL once finalized */
+	int stash_class;         /* staging's size class, or -1 */
+	int view;                /* 1: no record, a copy on the caller's stack */
+	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
+};
+
+/*
+ * A pack.  Its struct and maps are never freed while its heap lives (a
+ * released pack waits on the heap's spares for reuse), because a thread
+ * freeing into it without the heap's lock (remote.c) may still be reading
+ * them: such a reader checks the region's address after its claim.  A pack
+ * is released only when empty, so its maps are clear then and need no
+ * clearing for reuse.
+ */
+struct ep__pack {
+	struct ep__region r; /* r.exec and r.gen: atomics (remote.c reads them) */
+	struct ep__pack *next, *prev;
+	struct ep__sub *heap; /* for ever */
+	size_t nchunks;       /* committed chunks (atomic: remote.c reads it) */
+	size_t free_chunks;
+	size_t first_free; /* lowest clear chunk (nchunks when full) */
+	uint64_t *used;    /* chunk is allocated */
+	uint64_t *start;   /* an allocation begins here */
+	struct ep__fit fit; /* longest free runs of used, for first fit */
+	int cached;         /* empty and counted in the pool's empty_packs */
+	size_t slot;        /* its place in the heap's creation order (by_slot) */
+
+	/* read without the lock (remote.c); all atomics */
+	unsigned seq;       /* odd while the owner changes used or start */
+	unsigned char *state; /* per chunk: the allocation's state (alloc-state.h) */
+	uint64_t *done;     /* start chunks freed without the lock, refilled */
+	uint64_t *done_sum; /* words of done with a bit set */
+	int queued;         /* on the heap's remote list */
+	struct ep__pack *rnext;
+};
+
+/* One region's address range, sorted by lo, for address lookups. */
+struct ep__range {
+	uintptr_t lo, hi;
+	struct ep__pack *pack;   /* or */
+	struct ep__alloc *large;
+};
+
+/*
+ * Monotonic counts of one heap, only ever raised, each with a release store
+ * under the heap's lock; ep_pool_stats() reads them without any lock (see
+ * pool_stats() for the order that makes its relations hold).
+ */
+struct ep__tally {
+	uint64_t allocs, frees;             /* every allocation */
+	uint64_t used_in, used_out;         /* pack chunk bytes taken, given back */
+	uint64_t packs_in, packs_out;       /* packs mapped, released */
+	uint64_t large_in, large_out;       /* large allocations made, freed */
+	uint64_t lbytes_in, lbytes_out;     /* their mapped bytes */
+	uint64_t commit_in, commit_out;     /* pack bytes committed, released */
+};
+
+/*
+ * A heap: what one thread allocates from, with its own lock, packs and
+ * tables.  Each thread that allocates gets one (adopting the heap of a
+ * thread that has exited before making a new one), so threads JITting at
+ * once never share a lock; a call on another thread's allocation finds its
+ * heap through route.h and takes only that heap's lock.  First fit holds
+ * within a heap.  (The type keeps its old name: diag.c keys memcheck pools
+ * by it.)
+ */
+struct ep__sub {
+	struct ep__lock lock;
+	struct ep_pool *root;
+	const struct ep__backend_ops *ops;
+	struct ep__backend *be;
+	ep_fill_fn fill;
+	void *fill_ctx;
+	ep_fill_fn user_fill; /* ep_config.fill, called through fill_guarded() */
+	void *user_fill_ctx;
+	unsigned flags;
+	size_t limit;
+	size_t pack_size;
+	size_t page_size;
+
+	struct ep__pack *head, *tail;
+
+	/*
+	 * First fit across packs: the packs in creation order (NULL where one
+	 * was released) and a max tree over them, whose leaf i is never less
+	 * than the longest free run of by_slot[i] (see pack_find()).
+	 */
+	struct ep__pack **by_slot;
+	uint32_t *fits;   /* 2 * cap_slots entries, node 1 the root */
+	size_t nslots;    /* slots handed out, live or not */
+	size_t cap_slots; /* a power of two, or 0 */
+	size_t npacks;    /* live packs */
+
+	struct ep__range *ranges;
+	size_t nranges, cap_ranges;
+
+	struct ep__alloc **hash;
+	size_t hash_mask; /* buckets - 1 */
+	size_t nrecs;     /* records in the hash */
+
+	struct ep__tally tally;
+	/* frees by other threads (remote.c): atomic counts for the stats, the
+	 * packs with chunks to give back, and a gate for fork(); on cache
+	 * lines of their own, away from what the owner writes on every call */
+	char rf_pad0[64];
+	uint64_t rfrees, rused_out;
+	struct ep__pack *remote;
+	unsigned rf_inflight;
+	int rf_gate;
+	char rf_pad1[64];
+	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
+	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */
+	uint64_t rng;
+	int shares_backend; /* not the first heap: the backend is closed by that one */
+	struct ep__thread *owner; /* the thread it belongs to (pool->heaps_lock) */
+	struct ep__sub *next_heap; /* the pool's heaps, newest first */
+
+	void *stash[STASH_CLASSES][STASH_DEPTH];
+	unsigned nstash[STASH_CLASSES];
+	struct ep__alloc *spare_recs;
+	size_t nspare_recs;
+
+	struct ep__sub *gnext, *gprev; /* all pools, for the fork handlers */
+	char reasons[512];             /* why other backends were not chosen */
+};
+
+struct ep_pool {
+	struct ep__sub *first;  /* made with the pool; owns the backend */
+	struct ep__sub *heaps;  /* atomic head: every heap, newest first */
+	unsigned nheaps;        /* (heaps_lock) */
+	unsigned max_heaps;     /* EXECPACK_HEAPS, or 1 for a backend whose calls
+				 * must not overlap; 0: one per thread */
+	uint64_t id;            /* tells a reused address from this pool */
+	pthread_mutex_t heaps_lock;
+	size_t limit;
+	size_t charged; /* atomic: bytes reserved in all heaps (for limit) */
+	size_t empty_packs; /* atomic: empty packs kept mapped, in all heaps */
+	struct ep_pool *next_root; /* every pool, for the fork handlers (fork.c) */
+};
+
+#endif /* EP_TYPES_H */
