@@ -53,8 +53,16 @@ case " $want " in
 esac
 
 missing=""
+native=$(dpkg --print-architecture)
 for p in $want; do
-	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
+	# (a name without an architecture wants the native one, or all: the
+	# arm64 copy of a multiarch package, as check:arm64, is not it)
+	case $p in
+	*:*) arch_ok='[a-z0-9]*' ;;
+	*) arch_ok="($native|all)" ;;
+	esac
+	dpkg-query -W -f='${Architecture} ${Status}\n' "$p" 2>/dev/null |
+		grep -Eq "^$arch_ok install ok installed" ||
 		missing="$missing $p"
 done
 # The arm64 package lists are needed to download the arm64 kernels too.
