@@ -1280,6 +1280,7 @@ int ep__heap_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
 			struct ep__region *r = alloc_region(a);
 
 			rc = ep__own_region(pool, r);
+			EP_YIELD("code write");
 			if (!rc)
 				rc = pool->ops->write(pool->be, r, d - (uintptr_t)r->exec, src, len);
 			if (!rc)
@@ -1295,6 +1296,7 @@ int ep__heap_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
  * whole range. */
 static int copy_in(struct ep__sub *pool, struct ep__alloc *a)
 {
+	EP_YIELD("code write");
 	int rc = pool->ops->write(pool->be, alloc_region(a), alloc_region_off(a), a->staging,
 				  a->reserved);
 
@@ -1311,6 +1313,7 @@ static int copy_in(struct ep__sub *pool, struct ep__alloc *a)
  * that a stale jump there stops. */
 static int refill(struct ep__sub *pool, struct ep__alloc *a)
 {
+	EP_YIELD("code write");
 	int rc = pool->ops->fill(pool->be, &a->pack->r, a->chunk * CHUNK, a->reserved, pool->fill,
 				 pool->fill_ctx);
 
@@ -1440,6 +1443,7 @@ int ep__heap_shrink(struct ep__sub *pool, void *exec, size_t size)
 
 	if (!a->staging) {
 		rc = ep__own_region(pool, r);
+		EP_YIELD("code write");
 		if (!rc)
 			rc = pool->ops->fill(pool->be, r, alloc_region_off(a) + keep, cut, pool->fill,
 					     pool->fill_ctx);

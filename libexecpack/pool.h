@@ -51,6 +51,7 @@ static inline void ep__heap_drain_check(struct ep__sub *h)
 /* With the heap's lock: the pack's bitmaps change (see struct ep__pack). */
 static inline void ep__pack_write_begin(struct ep__pack *p)
 {
+	EP_YIELD("pack seq");
 	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }

@@ -1,0 +1,1056 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * check_interleave.c - racing calls driven through many schedules.
+ *
+ * The library's own sources are built here with -DEP_INTERLEAVE: every
+ * preemption point of the core (interleave.h: the route, an allocation's
+ * state, remote lists and counts, heap adoption, the fork gate, the limit,
+ * the stats counts, every lock) calls into the scheduler below.  Two or
+ * three threads run a scenario's call sequences, one thread at a time; at
+ * every point the scheduler picks which goes on, by a schedule drawn from a
+ * seed: PCT (each thread a random priority, the running one demoted at one
+ * to three random steps; Burckhardt et al., ASPLOS 2010) for even seeds, a
+ * random walk (switch with probability 1/2 to 1/6) for odd ones.  The seed list
+ * is fixed, so a failure names the seed that replays it
+ * (EP_IL_SEED=<n> runs that one alone, EP_IL_ONLY=s<k> one scenario;
+ * EP_IL_SCHEDULES=<n> sets how many
+ * run; EP_IL_NO_STATS=1 leaves out the stats check at every step, to look
+ * past a failure of it at the other checks).
+ *
+ * After every step it checks what must hold at any moment: no lock has two
+ * holders, every free chunk of every pack holds the trap fill, the stats
+ * keep their relations (used_bytes <= pack_bytes <= packs * pack size,
+ * large_allocs <= live_allocs), the limit's charge never exceeds it, and no
+ * two live allocations share a chunk.  After each schedule: the records are
+ * those of live allocations only, nothing freed is named, the stats and
+ * the limit's charge are exactly what the live allocations make.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pool.h"
+#include "testutil.h"
+
+/* ---- the scheduler ------------------------------------------------------- */
+
+#define IL_MAX 3
+
+struct il_worker {
+	pthread_t t;
+	int id;
+	void (*fn)(int id);
+	int joined; /* (main only, and the turn holder after an exit) */
+};
+
+static struct il_worker g_w[IL_MAX];
+static int g_nw;
+static pthread_mutex_t g_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_cur = -1;
+static __thread int il_me = -1;
+static pid_t g_pid;
+static uint64_t g_rng;
+static unsigned g_prio[IL_MAX];
+static unsigned long g_step, g_change[3];
+static unsigned long g_est; /* about the steps a schedule of the scenario takes */
+static int g_nchange, g_walk, g_blocked[IL_MAX];
+static unsigned long g_blocked_run;
+static int g_failed;
+static int g_rc[IL_MAX][4]; /* what the scenario's calls returned */
+static char g_why[512];
+static unsigned long g_seed;
+
+static uint64_t rnd(void)
+{
+	uint64_t x = g_rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	g_rng = x;
+	return x * 2685821657736338717ull;
+}
+
+static void il_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void il_fail(const char *fmt, ...)
+{
+	if (g_failed++)
+		return;
+	va_list ap;
+	int n = snprintf(g_why, sizeof(g_why), "seed %lu step %lu: ", g_seed, g_step);
+
+	va_start(ap, fmt);
+	vsnprintf(g_why + n, sizeof(g_why) - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+static int alive(int i)
+{
+	return i < g_nw && !__atomic_load_n(&g_w[i].joined, __ATOMIC_ACQUIRE);
+}
+
+/* The next thread to run: a runnable one (not waiting for a lock, unless
+ * every thread is). */
+/* A scenario's own schedule: the thread to run next at where, or -1. */
+static int (*g_directed)(const char *where);
+
+static int pick(void)
+{
+	int best = -1, any = -1;
+
+	if (g_walk && il_me >= 0 && alive(il_me) && !g_blocked[il_me] && rnd() % g_walk)
+		return il_me;
+	unsigned off = (unsigned)(rnd() % IL_MAX);
+
+	for (int k = 0; k < IL_MAX; k++) {
+		int i = (int)((k + off) % IL_MAX);
+
+		if (!alive(i))
+			continue;
+		if (any < 0)
+			any = i;
+		if (g_blocked[i])
+			continue;
+		if (g_walk) {
+			if (best < 0)
+				best = i;
+		} else if (best < 0 || g_prio[i] > g_prio[best]) {
+			best = i;
+		}
+	}
+	return best >= 0 ? best : any;
+}
+
+static void handoff(int next)
+{
+	pthread_mutex_lock(&g_m);
+	g_cur = next;
+	pthread_cond_broadcast(&g_cv);
+	while (g_cur != il_me)
+		pthread_cond_wait(&g_cv, &g_m);
+	pthread_mutex_unlock(&g_m);
+}
+
+static int managed(void)
+{
+	return il_me >= 0 && getpid() == g_pid;
+}
+
+static void il_check(const char *where);
+
+void ep__il_yield(const char *where)
+{
+	if (!managed())
+		return;
+	g_step++;
+	memset(g_blocked, 0, sizeof(g_blocked));
+	g_blocked_run = 0;
+	il_check(where);
+	for (int i = 0; i < g_nchange; i++)
+		if (g_step == g_change[i])
+			g_prio[il_me] = (unsigned)i; /* below every starting priority */
+	int next = g_directed ? g_directed(where) : -1;
+
+	if (next < 0 || !alive(next))
+		next = pick();
+
+	if (next != il_me)
+		handoff(next);
+}
+
+void ep__il_blocked(const char *where)
+{
+	if (!managed()) {
+		sched_yield(); /* a fork child: nothing to hand over to */
+		return;
+	}
+	g_blocked[il_me] = 1;
+	if (++g_blocked_run > 100000) {
+		fprintf(stderr, "check_interleave: seed %lu: every thread waits (%s): deadlock\n",
+			g_seed, where);
+		_exit(1);
+	}
+	int next = pick();
+
+	if (next != il_me)
+		handoff(next);
+}
+
+/* Locks held now, to see a second holder. */
+static struct {
+	const void *lock;
+	int holder;
+} g_held[64];
+
+void ep__il_enter(const void *lock)
+{
+	if (!managed())
+		return;
+	for (int i = 0; i < 64; i++) {
+		if (g_held[i].lock == lock) {
+			il_fail("lock %p taken by thread %d while thread %d holds it", lock, il_me,
+				g_held[i].holder);
+			return;
+		}
+	}
+	for (int i = 0; i < 64; i++) {
+		if (!g_held[i].lock) {
+			g_held[i].lock = lock;
+			g_held[i].holder = il_me;
+			return;
+		}
+	}
+}
+
+void ep__il_leave(const void *lock)
+{
+	if (!managed())
+		return;
+	for (int i = 0; i < 64; i++)
+		if (g_held[i].lock == lock)
+			g_held[i].lock = NULL;
+}
+
+static void *il_thread(void *arg)
+{
+	struct il_worker *w = arg;
+
+	il_me = w->id;
+	pthread_mutex_lock(&g_m);
+	while (g_cur != il_me)
+		pthread_cond_wait(&g_cv, &g_m);
+	pthread_mutex_unlock(&g_m);
+	w->fn(w->id);
+	/* returns holding the turn: the thread-exit hooks may still yield;
+	 * run() gives the turn on once the thread is gone */
+	return NULL;
+}
+
+/* One schedule of fns[0..n-1] under seed. */
+static void run(unsigned long seed, void (**fns)(int), int n)
+{
+	g_seed = seed;
+	g_pid = getpid(); /* (Check runs each test in a child of its own) */
+	memset(g_rc, 0, sizeof(g_rc));
+	g_rng = seed * 0x9e3779b97f4a7c15ull + 1;
+	g_step = 0;
+	/* odd seeds: a walk that switches with probability 1/2 to 1/6 */
+	g_walk = seed & 1 ? 2 + (int)(seed / 2 % 5) : 0;
+	g_nw = n;
+	g_cur = -1;
+	g_blocked_run = 0;
+	memset(g_blocked, 0, sizeof(g_blocked));
+	memset(g_held, 0, sizeof(g_held));
+	/* PCT: distinct priorities above the change points' values, and the
+	 * demotions somewhere in the steps the scenario takes */
+	for (int i = 0; i < IL_MAX; i++)
+		g_prio[i] = 10 + (unsigned)i;
+	for (int i = IL_MAX - 1; i > 0; i--) {
+		int j = (int)(rnd() % (unsigned)(i + 1));
+		unsigned t = g_prio[i];
+
+		g_prio[i] = g_prio[j];
+		g_prio[j] = t;
+	}
+	g_nchange = 1 + (int)(seed / 2 % 3);
+	for (int i = 0; i < g_nchange; i++)
+		g_change[i] = 1 + rnd() % g_est;
+	for (int i = 0; i < n; i++) {
+		g_w[i] = (struct il_worker){ .id = i, .fn = fns[i] };
+		ck_assert_int_eq(pthread_create(&g_w[i].t, NULL, il_thread, &g_w[i]), 0);
+	}
+	pthread_mutex_lock(&g_m);
+	g_cur = pick();
+	pthread_cond_broadcast(&g_cv);
+	pthread_mutex_unlock(&g_m);
+	for (int left = n; left;) {
+		for (int i = 0; i < n; i++) {
+			if (g_w[i].joined || pthread_tryjoin_np(g_w[i].t, NULL))
+				continue;
+			pthread_mutex_lock(&g_m);
+			__atomic_store_n(&g_w[i].joined, 1, __ATOMIC_RELEASE);
+			left--;
+			if (g_cur == i && left) {
+				g_cur = pick();
+				pthread_cond_broadcast(&g_cv);
+			}
+			pthread_mutex_unlock(&g_m);
+		}
+		if (left) {
+			struct timespec ts = { 0, 20000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* ---- the model and the invariants ---------------------------------------- */
+
+#define MODEL 64
+
+static struct ep_pool *g_pool;
+static size_t g_pack_size;
+static struct {
+	unsigned char *exec;
+	size_t size;
+	int live;
+	int freeing; /* an ep_free() of it has begun (its chunks may be reused
+		      * before the call returns) */
+	char name[16]; /* named when set */
+} g_model[MODEL];
+static unsigned char *g_freed[MODEL]; /* addresses freed with a name once */
+static int g_nfreed;
+
+static void model_add(unsigned char *x, size_t size)
+{
+	for (int i = 0; i < MODEL; i++) {
+		if (g_model[i].live && !g_model[i].freeing && x < g_model[i].exec + g_model[i].size &&
+		    g_model[i].exec < x + size)
+			il_fail("new allocation %p+%zu overlaps live %p+%zu", (void *)x, size,
+				(void *)g_model[i].exec, g_model[i].size);
+	}
+	for (int i = 0; i < MODEL; i++) {
+		if (!g_model[i].live) {
+			g_model[i].exec = x;
+			g_model[i].size = size;
+			g_model[i].live = 1;
+			g_model[i].freeing = 0;
+			g_model[i].name[0] = 0;
+			return;
+		}
+	}
+	il_fail("model full");
+}
+
+static int model_find(const void *x)
+{
+	for (int i = 0; i < MODEL; i++)
+		if (g_model[i].live && g_model[i].exec == x)
+			return i;
+	return -1;
+}
+
+static void model_gone(const void *x)
+{
+	int i = model_find(x);
+
+	if (i < 0) {
+		il_fail("ep_free(%p) returned 0, but it was not live", x);
+		return;
+	}
+	if (g_model[i].name[0] && g_nfreed < MODEL)
+		g_freed[g_nfreed++] = g_model[i].exec;
+	g_model[i].live = 0;
+}
+
+/* A chunk of the trap fill (chunks are 64-byte aligned, like this one). */
+static unsigned char g_trap[CHUNK] __attribute__((aligned(CHUNK)));
+
+static void check_traps(const char *where)
+{
+	for (struct ep__sub *h = __atomic_load_n(&g_pool->heaps, __ATOMIC_ACQUIRE); h;
+	     h = h->next_heap) {
+		for (struct ep__pack *p = h->head; p; p = p->next) {
+			if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) & 1)
+				continue;
+			for (size_t c = 0; c < p->nchunks; c++) {
+				if (ep__bitmap_test(p->used, c))
+					continue;
+				unsigned char *b = (unsigned char *)p->r.exec + c * CHUNK;
+
+				if (memcmp(b, g_trap, CHUNK)) {
+					il_fail("free chunk %zu of a pack (%p) holds code (at %s)", c,
+						(void *)b, where);
+					return;
+				}
+			}
+		}
+	}
+}
+
+static void check_stats(const char *where)
+{
+	struct ep_stats st;
+
+	if (ep_pool_stats(g_pool, &st)) {
+		il_fail("ep_pool_stats failed");
+		return;
+	}
+	if (st.used_bytes > st.pack_bytes || st.pack_bytes > st.packs * g_pack_size ||
+	    st.large_allocs > st.live_allocs)
+		il_fail("stats relation broken at %s: packs %zu pack_bytes %zu used_bytes %zu "
+			"live %zu large %zu",
+			where, st.packs, st.pack_bytes, st.used_bytes, st.live_allocs,
+			st.large_allocs);
+	if (g_pool->limit && __atomic_load_n(&g_pool->charged, __ATOMIC_RELAXED) > g_pool->limit)
+		il_fail("limit %zu, %zu charged", g_pool->limit, g_pool->charged);
+}
+
+static int g_no_stats; /* EP_IL_NO_STATS=1: look past a stats failure */
+
+static void il_check(const char *where)
+{
+	if (!g_pool)
+		return;
+	if (!g_no_stats)
+		check_stats(where);
+	check_traps(where);
+}
+
+/* With no thread running: what the calls left must be exactly the live
+ * allocations' doing. */
+static void check_quiet(void)
+{
+	/* the chunks that frees from other threads left queued come back */
+	for (struct ep__sub *h = g_pool->heaps; h; h = h->next_heap) {
+		ep__lock(&h->lock);
+		ep__heap_drain(h);
+		ep__unlock(&h->lock);
+	}
+	check_traps("end");
+	size_t live = 0, bytes = 0;
+
+	for (int i = 0; i < MODEL; i++) {
+		if (!g_model[i].live)
+			continue;
+		live++;
+		bytes += g_model[i].size;
+		if (ep_write(g_pool, g_model[i].exec, NULL, 0))
+			il_fail("live allocation %p is not live for the library",
+				(void *)g_model[i].exec);
+	}
+	for (struct ep__sub *h = g_pool->heaps; h; h = h->next_heap)
+		for (size_t b = 0; b <= h->hash_mask; b++)
+			for (struct ep__alloc *a = h->hash[b]; a; a = a->hnext)
+				if (model_find(a->exec) < 0)
+					il_fail("a record of %p, which is not live", a->exec);
+	for (int i = 0; i < g_nfreed; i++) {
+		char name[32];
+		size_t off;
+
+		if (model_find(g_freed[i]) < 0 &&
+		    ep_symbolize(g_freed[i], name, sizeof(name), &off) == 0)
+			il_fail("freed %p is still named %s", (void *)g_freed[i], name);
+	}
+	struct ep_stats st;
+
+	ep_pool_stats(g_pool, &st);
+	if (st.live_allocs != live || st.used_bytes + st.large_bytes < bytes)
+		il_fail("stats after the run: live %zu used %zu large %zu; the model: %zu live, "
+			"%zu bytes",
+			st.live_allocs, st.used_bytes, st.large_bytes, live, bytes);
+	if (g_pool->limit && g_pool->charged != bytes)
+		il_fail("limit: %zu charged for %zu bytes live", g_pool->charged, bytes);
+}
+
+static void pool_begin(const struct ep_config *cfg)
+{
+	TU_FILL(g_trap, sizeof(g_trap), NULL);
+	memset(g_model, 0, sizeof(g_model));
+	g_nfreed = 0;
+	ck_assert_int_eq(ep_pool_create(cfg, &g_pool), 0);
+	g_pack_size = g_pool->first->pack_size;
+}
+
+static void pool_end(void)
+{
+	struct ep_pool *p = g_pool;
+
+	check_quiet();
+	g_pool = NULL;
+	ep_pool_destroy(p);
+}
+
+/* ---- what the threads call ----------------------------------------------- */
+
+static unsigned char *g_pub[4]; /* allocations handed between threads */
+
+/* Wait (as a thread that cannot go on) until slot i holds something. */
+static unsigned char *await(int i)
+{
+	while (!g_pub[i])
+		ep__il_blocked("script wait");
+	return g_pub[i];
+}
+
+/* ep_alloc + code + ep_finalize (fin); the model learns it. */
+static unsigned char *jit(size_t n, int fin)
+{
+	struct ep_image img;
+	int rc = ep_alloc(g_pool, n, &img);
+
+	if (rc) {
+		il_fail("ep_alloc(%zu): %d", n, rc);
+		return NULL;
+	}
+	model_add(img.exec, img.size);
+	memset(img.rw, 0x11, n); /* not a trap on any architecture */
+	if (fin && (rc = ep_finalize(g_pool, img.exec)))
+		il_fail("ep_finalize: %d", rc);
+	return img.exec;
+}
+
+static int do_free(unsigned char *x)
+{
+	int i = model_find(x);
+
+	if (i >= 0)
+		g_model[i].freeing++;
+	int rc = ep_free(g_pool, x);
+
+	if (rc == 0)
+		model_gone(x);
+	else if (i >= 0 && g_model[i].exec == x)
+		g_model[i].freeing--;
+	return rc;
+}
+
+/* ---- scenarios ----------------------------------------------------------- */
+
+static unsigned long g_schedules = 1000; /* per scenario (EP_IL_SCHEDULES) */
+
+static void each_seed(const char *name, void (*one)(unsigned long seed), unsigned long est)
+{
+	const char *s = getenv("EP_IL_SEED");
+
+	unsigned long steps = 0, runs = 0;
+	struct timespec t0, t1;
+	const char *only = getenv("EP_IL_ONLY");
+
+	if (only && strcmp(only, name))
+		return;
+	g_est = est;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (s) {
+		one(strtoul(s, NULL, 10));
+		steps = g_step;
+		runs = 1;
+	} else {
+		for (unsigned long seed = 1; seed <= g_schedules && !g_failed; seed++, runs++) {
+			one(seed);
+			steps += g_step;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%s: %lu schedules, %lu steps, %.2f s\n", name, runs, steps,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	ck_assert_msg(!g_failed, "%s", g_why);
+}
+
+/* 1. The heap lock: a thread that frees another's staged programs takes
+ * the owner's lock while the owner allocates; no lock ever has two holders
+ * (ep__il_enter). */
+static void s1_owner(int id)
+{
+	(void)id;
+	for (int i = 0; i < 3; i++) {
+		g_pub[i] = jit(64 + 64 * (size_t)i, 0);
+		jit(100, 1);
+	}
+}
+
+static void s1_other(int id)
+{
+	for (int i = 0; i < 3; i++)
+		g_rc[id][i] = do_free(await(i));
+}
+
+static void s1(unsigned long seed)
+{
+	void (*fns[])(int) = { s1_owner, s1_other };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 2);
+	for (int i = 0; i < 3; i++)
+		if (g_rc[1][i])
+			il_fail("free of a staged program from another thread: %d", g_rc[1][i]);
+	pool_end();
+}
+
+START_TEST(test_lock_one_holder)
+{
+	each_seed("s1", s1, 100);
+}
+END_TEST
+
+/* 1, replayed: the interleaving that let two threads into a biased lock.
+ * The heap's thread is preempted as it takes its own lock again (at the
+ * lock's first point: it has read who owns the bias); another thread takes
+ * that lock enough times to drop the bias (EP__REBIAS_AFTER was 4096) and
+ * have it for itself, and is preempted inside; then the first goes on.  A
+ * lock of any kind must not let it in. */
+#define S0_CALLS 8300
+static int g_s0_phase, g_s0_calls[2], g_s0_biased;
+
+static int s0_schedule(const char *where)
+{
+	/* the last point before the lock is held: after the read of the
+	 * bias's owner where the lock has one, else before its one CAS */
+	if (!strcmp(where, "lock owner read"))
+		g_s0_biased = 1;
+	if (g_s0_phase == 0 && il_me == 0 && g_s0_calls[0] >= 1 &&
+	    !strcmp(where, g_s0_biased ? "lock owner read" : "lock")) {
+		g_s0_phase = 1;
+		return 1;
+	}
+	if (g_s0_phase == 1 && il_me == 1 && g_s0_calls[1] >= S0_CALLS &&
+	    !strcmp(where, "code write")) {
+		g_s0_phase = 2;
+		return 0;
+	}
+	return il_me; /* (a blocked one: the default pick) */
+}
+
+static void s0_owner(int id)
+{
+	g_pub[0] = jit(64, 1);
+	g_s0_calls[id] = 1;
+	g_rc[id][0] = ep_write(g_pool, g_pub[0] + 4, "\x11", 1);
+}
+
+static void s0_other(int id)
+{
+	unsigned char *x = await(0);
+
+	for (int i = 0; i <= S0_CALLS && !g_failed; i++, g_s0_calls[id]++)
+		if ((g_rc[id][0] = ep_write(g_pool, x + 8, "\x11", 1)))
+			break;
+}
+
+static void s0(unsigned long seed)
+{
+	void (*fns[])(int) = { s0_owner, s0_other };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	g_s0_phase = g_s0_biased = 0;
+	g_s0_calls[0] = g_s0_calls[1] = 0;
+	g_directed = s0_schedule;
+	pool_begin(NULL);
+	run(seed, fns, 2);
+	g_directed = NULL;
+	if (g_s0_phase != 2)
+		il_fail("the replay did not reach its end (phase %d)", g_s0_phase);
+	if (g_rc[0][0] || g_rc[1][0])
+		il_fail("writes: %d %d", g_rc[0][0], g_rc[1][0]);
+	pool_end();
+}
+
+START_TEST(test_lock_replay)
+{
+	unsigned long n = g_schedules;
+
+	g_schedules = 1; /* a fixed schedule: once is enough */
+	each_seed("s0", s0, 100);
+	g_schedules = n;
+}
+END_TEST
+
+/* 2. ep_write() racing an ep_free() from another thread: whatever the
+ * order, no written byte is left in a freed chunk. */
+static void s2_owner(int id)
+{
+	(void)id;
+	g_pub[0] = jit(200, 1);
+	jit(64, 1); /* (and drains what was freed meanwhile) */
+}
+
+static void s2_writer(int id)
+{
+	static const unsigned char code[16] = { 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22,
+						0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22 };
+
+	g_rc[id][0] = ep_write(g_pool, await(0) + 64, code, sizeof(code));
+}
+
+static void s2_freer(int id)
+{
+	g_rc[id][0] = do_free(await(0));
+}
+
+static void s2(unsigned long seed)
+{
+	void (*fns[])(int) = { s2_owner, s2_writer, s2_freer };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	if (g_rc[2][0])
+		il_fail("the free failed: %d", g_rc[2][0]);
+	if (g_rc[1][0] && g_rc[1][0] != -EINVAL)
+		il_fail("the write failed with %d", g_rc[1][0]);
+	pool_end();
+}
+
+START_TEST(test_write_vs_free)
+{
+	each_seed("s2", s2, 55);
+}
+END_TEST
+
+/* 3. ep_set_name() racing an ep_free() from another thread: no record or
+ * name is left of freed code, and later allocations never overlap. */
+static void s3_owner(int id)
+{
+	(void)id;
+	g_pub[0] = jit(128, 1);
+	for (int i = 0; i < 3; i++)
+		jit(64, 1);
+}
+
+static void s3_namer(int id)
+{
+	unsigned char *x = await(0);
+
+	g_rc[id][0] = ep_set_name(g_pool, x, "s3_program");
+	if (g_rc[id][0] == 0) {
+		int i = model_find(x);
+
+		if (i >= 0)
+			strcpy(g_model[i].name, "s3");
+		else if (g_nfreed < MODEL)
+			g_freed[g_nfreed++] = x; /* named after the free returned: must fail */
+	}
+}
+
+static void s3_freer(int id)
+{
+	unsigned char *x = await(0);
+
+	g_rc[id][0] = do_free(x);
+	if (g_nfreed < MODEL)
+		g_freed[g_nfreed++] = x;
+}
+
+static void s3(unsigned long seed)
+{
+	void (*fns[])(int) = { s3_owner, s3_namer, s3_freer };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	if (g_rc[2][0])
+		il_fail("the free failed: %d", g_rc[2][0]);
+	pool_end();
+}
+
+START_TEST(test_name_vs_free)
+{
+	each_seed("s3", s3, 75);
+}
+END_TEST
+
+/* 4. fork() while another thread claims its first heap (heaps_lock): the
+ * child's first ep_alloc() must not wait for a lock nobody will give back. */
+static void s4_forker(int id)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct ep_image img;
+
+		int rc = ep_alloc(g_pool, 64, &img);
+
+		if (rc == 0)
+			rc = ep_finalize(g_pool, img.exec);
+		if (rc == 0)
+			rc = ep_free(g_pool, img.exec);
+		_exit(rc ? 2 : 0);
+	}
+	int st = 0;
+
+	g_rc[id][0] = pid < 0 ? -errno : (waitpid(pid, &st, 0) == pid ? st : -1);
+}
+
+static void s4_claimer(int id)
+{
+	(void)id;
+	jit(64, 1);
+}
+
+static void s4(unsigned long seed)
+{
+	void (*fns[])(int) = { s4_forker, s4_claimer, s4_claimer };
+
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	if (g_rc[0][0] != 0)
+		il_fail("the fork child's first ep_alloc(): wait status %#x (0x%x: killed by "
+			"its alarm, hung)",
+			g_rc[0][0], SIGALRM);
+	pool_end();
+}
+
+START_TEST(test_fork_vs_heap_claim)
+{
+	each_seed("s4", s4, 70);
+}
+END_TEST
+
+/* 5. A double free from another thread racing the owner's reuse of the
+ * chunk: the owner's correct calls on its new allocation never fail
+ * because of it (unless the double free hit the very same address, which
+ * is then the new allocation's free, and says so by returning 0). */
+static void s5_owner(int id)
+{
+	g_pub[0] = jit(128, 1);
+	while (!g_pub[1])
+		ep__il_blocked("script wait"); /* the first free is done */
+	struct ep_image img;
+	int rc = ep_alloc(g_pool, 128, &img);
+
+	if (rc) {
+		il_fail("ep_alloc: %d", rc);
+		return;
+	}
+	model_add(img.exec, img.size);
+	g_pub[2] = img.exec;
+	memset(img.rw, 0x11, 128);
+	g_rc[id][0] = ep_finalize(g_pool, img.exec);
+	g_rc[id][1] = ep_write(g_pool, img.exec + 8, "\x11\x11", 2);
+	g_rc[id][2] = do_free(img.exec);
+}
+
+static void s5_freer(int id)
+{
+	unsigned char *x = await(0);
+
+	g_rc[id][0] = do_free(x);
+	g_pub[1] = x;
+	g_rc[id][1] = ep_free(g_pool, x); /* the caller's bug */
+}
+
+static void s5(unsigned long seed)
+{
+	void (*fns[])(int) = { s5_owner, s5_freer };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 2);
+	if (g_rc[1][0])
+		il_fail("the first free failed: %d", g_rc[1][0]);
+	int hit_same = g_rc[1][1] == 0;
+
+	if (hit_same && g_pub[2] != g_pub[0])
+		il_fail("a double free of %p returned 0 with nothing live there",
+			(void *)g_pub[0]);
+	if (hit_same && model_find(g_pub[2]) >= 0)
+		g_model[model_find(g_pub[2])].live = 0; /* what the double free freed */
+	for (int i = 0; i < 3 && !hit_same; i++)
+		if (g_rc[0][i])
+			il_fail("the owner's call %d on its new allocation failed with %d "
+				"(a double free of another address took it)",
+				i, g_rc[0][i]);
+	pool_end();
+}
+
+START_TEST(test_double_free_vs_reuse)
+{
+	each_seed("s5", s5, 70);
+}
+END_TEST
+
+/* 7. The stats' relations at every step while packs come and go (small
+ * packs; sealed ones too: committed whole). */
+static void s7_churn(int id)
+{
+	(void)id;
+	for (int i = 0; i < 3; i++) {
+		unsigned char *x = jit(40000, 1);
+
+		if (x)
+			do_free(x);
+	}
+}
+
+static void s7_monitor(int id)
+{
+	(void)id;
+	for (int i = 0; i < 30; i++)
+		check_stats("monitor");
+}
+
+static void s7(unsigned long seed)
+{
+	void (*fns[])(int) = { s7_churn, s7_churn, s7_monitor };
+	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = 64 << 10 };
+
+	if (seed % 3 == 0)
+		cfg.flags = EP_F_SEAL;
+	pool_begin(&cfg);
+	run(seed, fns, 3);
+	pool_end();
+}
+
+START_TEST(test_stats_relations)
+{
+	each_seed("s7", s7, 150);
+}
+END_TEST
+
+/* 8. The limit counts what is reserved: a request that fails (no room for
+ * it near the code) never holds a charge that makes another thread's
+ * small allocation fail. */
+#define S8_BIG (((size_t)4 << 30) - ((size_t)8 << 20))
+
+static void s8_big(int id)
+{
+	struct ep_image img;
+
+	g_rc[id][0] = ep_alloc(g_pool, S8_BIG, &img);
+	if (g_rc[id][0] == 0)
+		model_add(img.exec, img.size);
+}
+
+static void s8_small(int id)
+{
+	(void)id;
+	jit(64, 1);
+}
+
+static void s8(unsigned long seed)
+{
+	void (*fns[])(int) = { s8_big, s8_small };
+	struct ep_config cfg = {
+		.sz = sizeof(cfg), .limit = S8_BIG, .near = (const void *)&s8,
+	};
+
+	pool_begin(&cfg);
+	run(seed, fns, 2);
+	/* (-EPERM when the small one came first: then it does not fit) */
+	if (g_rc[0][0] != -EADDRNOTAVAIL && g_rc[0][0] != -EPERM)
+		il_fail("the request of 4 GiB - 8 MiB near the code: %d", g_rc[0][0]);
+	pool_end();
+}
+
+START_TEST(test_limit_counts_what_exists)
+{
+	each_seed("s8", s8, 50);
+}
+END_TEST
+
+/* The thread-exit handshake: a thread frees another's program while that
+ * thread exits, a third adopts the heap; the chunks always come back. */
+static void s9_exiter(int id)
+{
+	(void)id;
+	g_pub[0] = jit(256, 1);
+	g_pub[1] = jit(64, 1);
+}
+
+static void s9_freer(int id)
+{
+	g_rc[id][0] = do_free(await(1));
+	g_rc[id][1] = do_free(await(0));
+}
+
+static void s9(unsigned long seed)
+{
+	void (*fns[])(int) = { s9_exiter, s9_freer, s4_claimer };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	if (g_rc[1][0] || g_rc[1][1])
+		il_fail("frees: %d %d", g_rc[1][0], g_rc[1][1]);
+	pool_end();
+}
+
+START_TEST(test_exit_vs_remote_free)
+{
+	each_seed("s9", s9, 90);
+}
+END_TEST
+
+/* Shrink and finalize racing frees from other threads. */
+static void s10_owner(int id)
+{
+	g_pub[0] = jit(300, 1);
+	g_pub[1] = jit(300, 0);
+	g_rc[id][0] = ep_shrink(g_pool, g_pub[0], 70);
+	if (g_rc[id][0] == 0 && model_find(g_pub[0]) >= 0)
+		g_model[model_find(g_pub[0])].size = 128;
+	g_rc[id][1] = ep_finalize(g_pool, g_pub[1]);
+}
+
+static void s10_freer(int id)
+{
+	g_rc[id][id - 1] = do_free(await(id - 1));
+}
+
+static void s10(unsigned long seed)
+{
+	void (*fns[])(int) = { s10_owner, s10_freer, s10_freer };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	for (int i = 0; i < 2; i++) {
+		if (g_rc[0][i] && g_rc[0][i] != -EINVAL)
+			il_fail("owner's call %d: %d", i, g_rc[0][i]);
+		if (g_rc[i + 1][i])
+			il_fail("free %d: %d", i, g_rc[i + 1][i]);
+	}
+	pool_end();
+}
+
+START_TEST(test_shrink_finalize_vs_free)
+{
+	each_seed("s10", s10, 65);
+}
+END_TEST
+
+/* A fork child of a schedule: whatever the library's own child handler
+ * does must end, or the child is stopped (this handler runs first). */
+static void child_alarm(void)
+{
+	if (g_pid && getpid() != g_pid) {
+		signal(SIGALRM, SIG_DFL); /* (not Check's handler: it kills the group) */
+		alarm(10);
+	}
+}
+
+int main(void)
+{
+	pthread_atfork(NULL, NULL, child_alarm);
+	g_no_stats = getenv("EP_IL_NO_STATS") != NULL;
+	const char *n = getenv("EP_IL_SCHEDULES");
+
+	if (n)
+		g_schedules = strtoul(n, NULL, 10);
+	else if (RUNNING_ON_VALGRIND || getenv("EP_TEST_QUICK"))
+		g_schedules = 100;
+	Suite *s = suite_create("interleave");
+	TCase *tc = tcase_create("schedules");
+
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_lock_one_holder);
+	tcase_add_test(tc, test_lock_replay);
+	tcase_add_test(tc, test_write_vs_free);
+	tcase_add_test(tc, test_name_vs_free);
+	tcase_add_test(tc, test_fork_vs_heap_claim);
+	tcase_add_test(tc, test_double_free_vs_reuse);
+	tcase_add_test(tc, test_stats_relations);
+	tcase_add_test(tc, test_limit_counts_what_exists);
+	tcase_add_test(tc, test_exit_vs_remote_free);
+	tcase_add_test(tc, test_shrink_finalize_vs_free);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
