@@ -660,6 +660,92 @@ START_TEST(test_dev_create_efault_race)
 }
 END_TEST
 
+/*
+ * The argument's size is read once: a thread flipping the size field
+ * between a valid size and 0 while CREATE runs made CREATE validate the
+ * first value and copy back as many bytes as the second said (none), so it
+ * returned 0 without the id, leaving a charged pack no one could name.
+ * Every CREATE that returns 0 must have written its id and cookie back.
+ */
+struct size_race {
+	struct execpack_create *arg;
+	volatile int stop;
+};
+
+static void *flip_size(void *arg)
+{
+	struct size_race *r = arg;
+	volatile uint32_t *size = &r->arg->size;
+
+	while (!r->stop) {
+		*size = 0;
+		*size = sizeof(struct execpack_create);
+	}
+	return NULL;
+}
+
+START_TEST(test_dev_create_size_race)
+{
+	int fd = dev_open();
+	uint64_t base = info(fd).user_used;
+	unsigned char pat = 0xcc;
+	struct execpack_create *a = calloc(1, sizeof(*a));
+
+	ck_assert_ptr_nonnull(a);
+	a->size = sizeof(*a);
+
+	struct size_race r = { .arg = a };
+	pthread_t t;
+	struct timespec t0, now;
+	unsigned long rounds = 0, made = 0, lost = 0, refused = 0, other = 0, undestroyed = 0;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, flip_size, &r), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 50; i++, rounds++) {
+			a->flags = 0;
+			a->len = page;
+			a->pattern = (uintptr_t)&pat;
+			a->pattern_len = 1;
+			a->id = 0;
+			a->cookie = UINT64_MAX;
+			int rc = xioctl(fd, EXECPACK_IOC_CREATE, a);
+
+			if (rc == 0) {
+				made++;
+				if (a->id == 0 || a->cookie == UINT64_MAX)
+					lost++; /* ids start at 1, cookies are page offsets */
+				else if (destroy(fd, a->id))
+					undestroyed++;
+			} else if (rc == -EINVAL) {
+				refused++; /* saw size 0 */
+			} else {
+				other++;
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (rounds < 20000 &&
+		 (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
+	r.stop = 1;
+	pthread_join(t, NULL);
+	free(a);
+
+	fprintf(stderr, "size race: %lu creates: %lu made, %lu refused (size 0)\n", rounds, made,
+		refused);
+	ck_assert_msg(lost == 0, "%lu of %lu creates returned 0 without writing their id back",
+		      lost, made);
+	ck_assert_uint_gt(made, 0);
+	ck_assert_uint_eq(other, 0);
+	ck_assert_uint_eq(undestroyed, 0);
+	/* every pack made was destroyed: none is charged without an id */
+	ck_assert_uint_eq(info(fd).user_used, base);
+	close(fd);
+	fd = dev_open();
+	ck_assert_uint_eq(info(fd).user_used, base);
+	close(fd);
+}
+END_TEST
+
 /* Each open is a context: its packs and their charge go with its file. */
 START_TEST(test_dev_context_release)
 {
@@ -807,6 +893,7 @@ static Suite *kmod_suite(void)
 	tcase_add_test(dev, test_dev_context_release);
 	tcase_add_test(dev, test_dev_threads);
 	tcase_add_test(dev, test_dev_create_efault_race);
+	tcase_add_test(dev, test_dev_create_size_race);
 	tcase_add_test(dev, test_dev_user_limit);
 	tcase_add_test(klog, test_nothing_left_charged);
 	tcase_add_test(klog, test_kernel_log_clean);

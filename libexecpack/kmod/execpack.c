@@ -223,17 +223,28 @@ static int ep_copy_word(u8 *dst, const void __user *src, size_t len)
 /*
  * Reads an argument struct whose leading __u32 is the caller's sizeof:
  * shorter than min is malformed; extra bytes must be zero (E2BIG).
+ *
+ * The size is read once.  The copy below reads the size field again, and
+ * another thread may have changed it in between: what the copy holds is
+ * replaced by the size that was checked, so that the call and ep_put_arg()
+ * agree on it (a create that validated one size and copied back as many
+ * bytes as the other said, none, returned 0 without its id).
  */
 static int ep_get_arg(void *karg, size_t ksize, size_t min,
 		      const void __user *uarg)
 {
 	u32 usize;
+	int ret;
 
 	if (get_user(usize, (const u32 __user *)uarg))
 		return -EFAULT;
 	if (usize < min)
 		return -EINVAL;
-	return copy_struct_from_user(karg, ksize, uarg, usize);
+	ret = copy_struct_from_user(karg, ksize, uarg, usize);
+	if (ret)
+		return ret;
+	*(u32 *)karg = usize;
+	return 0;
 }
 
 /* Copies back no more than the caller's struct holds. */

@@ -8,6 +8,8 @@
  * (shorter) structs, zero-filling the missing tail, and newer (longer)
  * ones whose unknown tail is all zero; it copies back only size bytes.
  * A field may therefore be appended in a later version, never moved.
+ * The module reads size once per call, so a size changed by another thread
+ * during the call changes neither what is read nor what is copied back.
  *
  * The module dispatches on the ioctl type and number only, so the size
  * encoded in the command does not change when a struct grows.
