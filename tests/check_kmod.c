@@ -746,6 +746,85 @@ START_TEST(test_dev_create_size_race)
 }
 END_TEST
 
+/*
+ * An argument may be at most a page (as openat2 and clone3 take theirs):
+ * larger sizes are E2BIG at once, not a scan of up to 4 GiB of user memory
+ * for a non-zero byte.  The argument sits at the start of 16 MiB of zero
+ * pages followed by an unmapped page, so a module that scans gets there and
+ * says EFAULT (slowly) instead, and a page-sized argument is readable.
+ */
+START_TEST(test_dev_arg_size_limit)
+{
+	int fd = dev_open();
+	size_t zlen = 16u << 20;
+	unsigned char pat = 0xcc;
+	unsigned char *z = mmap(NULL, zlen + page, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	ck_assert_ptr_ne(z, MAP_FAILED);
+	ck_assert_int_eq(munmap(z + zlen, page), 0);
+
+	static const struct {
+		const char *name;
+		unsigned long cmd;
+	} cmds[] = {
+		{ "INFO", EXECPACK_IOC_INFO },	   { "CREATE", EXECPACK_IOC_CREATE },
+		{ "COPY", EXECPACK_IOC_COPY },	   { "FILL", EXECPACK_IOC_FILL },
+		{ "DESTROY", EXECPACK_IOC_DESTROY },
+	};
+	const uint32_t sizes[] = { 0xfffffff8u, (uint32_t)page + 8, (uint32_t)page + 1,
+				   2 * (uint32_t)page, 0xffffffffu };
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++) {
+			struct timespec t0, t1;
+
+			memset(z, 0, page);
+			if (cmds[i].cmd == EXECPACK_IOC_CREATE) /* else valid but for the size */
+				*(struct execpack_create *)z = (struct execpack_create){
+					.len = page, .pattern = (uintptr_t)&pat, .pattern_len = 1,
+				};
+			*(uint32_t *)z = sizes[j];
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			int rc = xioctl(fd, cmds[i].cmd, z);
+
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+				  (t1.tv_nsec - t0.tv_nsec) / 1000000;
+
+			ck_assert_msg(rc == -E2BIG, "%s with size %#x: %d (%s), not E2BIG",
+				      cmds[i].name, sizes[j], rc, strerror(-rc));
+			ck_assert_msg(ms < 2000, "%s with size %#x took %ld ms", cmds[i].name,
+				      sizes[j], ms);
+		}
+	}
+
+	/* exactly a page is still a (newer) struct with a zero tail */
+	memset(z, 0, page);
+	struct execpack_info *in = (struct execpack_info *)z;
+
+	in->size = (uint32_t)page;
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_INFO, in), 0);
+	ck_assert_uint_eq(in->abi_version, EXECPACK_ABI_VERSION);
+	ck_assert_uint_eq(in->page_size, page);
+	z[page - 1] = 1;
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_INFO, in), -E2BIG);
+
+	memset(z, 0, page);
+	struct execpack_create *cr = (struct execpack_create *)z;
+
+	*cr = (struct execpack_create){
+		.size = (uint32_t)page, .len = page, .pattern = (uintptr_t)&pat, .pattern_len = 1,
+	};
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_CREATE, cr), 0);
+	ck_assert_uint_ne(cr->id, 0);
+	ck_assert_int_eq(destroy(fd, cr->id), 0);
+
+	munmap(z, zlen);
+	close(fd);
+}
+END_TEST
+
 /* Each open is a context: its packs and their charge go with its file. */
 START_TEST(test_dev_context_release)
 {
@@ -894,6 +973,7 @@ static Suite *kmod_suite(void)
 	tcase_add_test(dev, test_dev_threads);
 	tcase_add_test(dev, test_dev_create_efault_race);
 	tcase_add_test(dev, test_dev_create_size_race);
+	tcase_add_test(dev, test_dev_arg_size_limit);
 	tcase_add_test(dev, test_dev_user_limit);
 	tcase_add_test(klog, test_nothing_left_charged);
 	tcase_add_test(klog, test_kernel_log_clean);

@@ -222,7 +222,10 @@ static int ep_copy_word(u8 *dst, const void __user *src, size_t len)
 
 /*
  * Reads an argument struct whose leading __u32 is the caller's sizeof:
- * shorter than min is malformed; extra bytes must be zero (E2BIG).
+ * shorter than min is malformed; extra bytes must be zero (E2BIG), and
+ * there are at most a page of them, as openat2() and clone3() take theirs
+ * (a larger size is E2BIG at once, not a scan of up to 4 GiB of user memory
+ * without a rescheduling point).
  *
  * The size is read once.  The copy below reads the size field again, and
  * another thread may have changed it in between: what the copy holds is
@@ -238,6 +241,8 @@ static int ep_get_arg(void *karg, size_t ksize, size_t min,
 
 	if (get_user(usize, (const u32 __user *)uarg))
 		return -EFAULT;
+	if (usize > PAGE_SIZE)
+		return -E2BIG;
 	if (usize < min)
 		return -EINVAL;
 	ret = copy_struct_from_user(karg, ksize, uarg, usize);

@@ -8,15 +8,19 @@
  * (shorter) structs, zero-filling the missing tail, and newer (longer)
  * ones whose unknown tail is all zero; it copies back only size bytes.
  * A field may therefore be appended in a later version, never moved.
- * The module reads size once per call, so a size changed by another thread
+ * A struct is at most one page (page_size, as for openat2 and clone3): a
+ * larger size is E2BIG before anything past the size field is read.  The
+ * module reads size once per call, so a size changed by another thread
  * during the call changes neither what is read nor what is copied back.
  *
  * The module dispatches on the ioctl type and number only, so the size
  * encoded in the command does not change when a struct grows.
  *
  * All ioctls return 0 or -1 with errno set:
- *   EINVAL  malformed struct, bad flags, size or pattern length
- *   E2BIG   unknown non-zero tail in a newer struct
+ *   EINVAL  malformed struct (size below the first version's), bad flags,
+ *           length or pattern length
+ *   E2BIG   size larger than a page, or an unknown non-zero tail in a newer
+ *           struct
  *   ENOENT  no pack with that id in this open file
  *   ERANGE  offset/length outside the pack (overflow-safe check)
  *   EPERM   the per-user byte limit (module parameter user_limit) is hit
