@@ -24,7 +24,8 @@
  *   ENOENT  no pack with that id in this open file
  *   ERANGE  offset/length outside the pack (overflow-safe check)
  *   EPERM   the per-user byte limit (module parameter user_limit) is hit
- *   EFAULT  bad user pointer
+ *   EFAULT  bad user pointer (for COPY: the pack is unchanged, see there)
+ *   ENOMEM  out of kernel memory
  */
 #ifndef EXECPACK_UAPI_H
 #define EXECPACK_UAPI_H
@@ -68,7 +69,18 @@ struct execpack_create {
 	__u64 cookie;        /* out: mmap offset of the pack */
 };
 
-/* EXECPACK_IOC_COPY: copy len bytes from user src to offset off. */
+/*
+ * EXECPACK_IOC_COPY: copy len bytes from user src to offset off.  All or
+ * nothing: when src cannot be read whole (NULL, a kernel address, a range
+ * that runs into an unmapped page) the call fails with EFAULT and the pack
+ * is exactly as it was, byte for byte.  A copy of at most 8 bytes inside one
+ * aligned 8-byte word of the pack is read first, then stored as one 8-byte
+ * store (a thread running the code sees the old or the new bytes, never a
+ * mix).  A longer copy pins src's pages (get_user_pages) before it writes
+ * the pack, so src must be ordinary memory: a VM_IO or VM_PFNMAP mapping is
+ * EFAULT too; once pinned, src is read whole even if another thread unmaps
+ * it meanwhile.
+ */
 struct execpack_copy {
 	__u32 size;
 	__u32 id;
