@@ -24,6 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
 #include "execpack.h"
 #include "kmod/execpack_uapi.h"
 #include "testutil.h"
@@ -511,9 +515,10 @@ END_TEST
 /*
  * Threads sharing one open file create, map, copy, destroy and unmap at
  * once.  Copies read from another pack's mapping whose page tables were
- * just zapped, so they fault (mmap_lock) while holding the pack's lock,
- * while the other threads' mmap() calls hold mmap_lock and take the
- * context's lock: a lock-order mistake in the module hangs here.
+ * just zapped, so pinning the source faults it in (mmap_lock, and the
+ * fault handler of that pack), while the other threads' mmap() calls hold
+ * mmap_lock and take the context's lock: a lock-order mistake in the module
+ * hangs here.
  */
 struct stress {
 	int fd;
@@ -656,6 +661,376 @@ START_TEST(test_dev_create_efault_race)
 	ck_assert_int_eq(destroy(fd, c.id), 0);
 	ck_assert_uint_eq(info(fd).user_used, base);
 	munmap(ro, page);
+	close(fd);
+}
+END_TEST
+
+/*
+ * A copy whose source cannot be read fails with EFAULT and leaves the pack
+ * exactly as it was: no zeros where the source could not be read (what
+ * copy_from_user() straight into the pack left), and no part of the source
+ * before the fault either.  The bytes are read back through the pack's
+ * executable mapping.
+ */
+static void pack_is(const unsigned char *x, const unsigned char *want, size_t len,
+		    const char *what)
+{
+	for (size_t i = 0; i < len; i++)
+		if (x[i] != want[i])
+			ck_abort_msg("%s: pack byte %zu is %#x, was %#x", what, i, x[i], want[i]);
+}
+
+START_TEST(test_dev_copy_efault_unchanged)
+{
+	int fd = dev_open();
+	const unsigned char pat[3] = { 0xd4, 0xcc, 0x0b };
+	size_t size = 4 * page;
+	struct execpack_create c;
+
+	ck_assert_int_eq(create(fd, size, pat, 3, &c), 0);
+	const unsigned char *x = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, fd,
+				      (off_t)c.cookie);
+
+	ck_assert_ptr_ne(x, MAP_FAILED);
+	unsigned char *want = malloc(size);
+
+	ck_assert_ptr_nonnull(want);
+	for (size_t i = 0; i < size; i++)
+		want[i] = pat[i % 3];
+	pack_is(x, want, size, "created");
+
+	/* a source whose second page is gone: readable up to src + page */
+	unsigned char *src = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(src, MAP_FAILED);
+	for (size_t i = 0; i < page; i++)
+		src[i] = (unsigned char)(0x40 + i % 61); /* never 0, never the pattern's bytes */
+	ck_assert_int_eq(munmap(src + page, page), 0);
+
+	/* the kernel's half of the address space on every 64-bit Linux */
+	const void *kaddr = (const void *)(uintptr_t)(UINTPTR_MAX > 0xffffffffu ?
+							UINT64_C(0xffffffff81000000) : 0xc0000000u);
+	const struct {
+		const char *what;
+		const void *src;
+		uint64_t off, len;
+	} bad[] = {
+		{ "NULL, 1 byte", NULL, 5, 1 },
+		{ "NULL, one word", NULL, 8, 8 },
+		{ "NULL, 300 bytes over a page boundary", NULL, page - 100, 300 },
+		{ "NULL, the whole pack", NULL, 0, size },
+		{ "kernel address, 4 bytes", kaddr, 4, 4 },
+		{ "kernel address, 300 bytes", kaddr, page - 100, 300 },
+		{ "kernel address, 2 pages", kaddr, 1, 2 * page },
+		{ "into an unmapped page, one word", src + page - 4, 16, 8 },
+		{ "into an unmapped page, 300 bytes", src + page - 100, 2 * page - 50, 300 },
+		{ "into an unmapped page, 2 pages", src, 0, 2 * page },
+		{ "into an unmapped page, 3 pages unaligned", src + 8, 3, 3 * page },
+		{ "the unmapped page itself", src + page, 10, 100 },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = copy_in(fd, c.id, bad[i].off, bad[i].src, bad[i].len);
+
+		ck_assert_msg(rc == -EFAULT, "copy from %s: %d (%s), not EFAULT", bad[i].what, rc,
+			      strerror(-rc));
+		pack_is(x, want, size, bad[i].what);
+	}
+
+	/* what can be read still lands exactly, up to the last readable byte */
+	ck_assert_int_eq(copy_in(fd, c.id, 2 * page - 50, src + page - 100, 100), 0);
+	memcpy(want + 2 * page - 50, src + page - 100, 100);
+	pack_is(x, want, size, "a copy ending at the unmapped page");
+
+	/* a copy over several source and pack pages, neither aligned */
+	unsigned char *big = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ck_assert_ptr_ne(big, MAP_FAILED);
+	for (size_t i = 0; i < 3 * page; i++)
+		big[i] = (unsigned char)(i * 13 + 7);
+	ck_assert_int_eq(copy_in(fd, c.id, page + 5, big + 77, 2 * page + 123), 0);
+	memcpy(want + page + 5, big + 77, 2 * page + 123);
+	pack_is(x, want, size, "a copy of 2 pages + 123 bytes");
+
+	munmap(big, 3 * page);
+	munmap(src, page);
+	munmap((void *)x, size);
+	free(want);
+	ck_assert_int_eq(destroy(fd, c.id), 0);
+	close(fd);
+}
+END_TEST
+
+/*
+ * The same while another thread maps and unmaps the source's second page
+ * (a memfd page, so that whenever it is mapped it holds its bytes): each
+ * copy either lands whole or fails with EFAULT leaving the pack as it was,
+ * never part of the source and never zeros.
+ */
+struct unmap_race {
+	void *at;
+	int memfd;
+	volatile int stop;
+	int bad;
+};
+
+static void *toggle_source_page(void *arg)
+{
+	struct unmap_race *r = arg;
+
+	while (!r->stop) {
+		if (mmap(r->at, page, PROT_READ, MAP_SHARED | MAP_FIXED_NOREPLACE, r->memfd, 0) !=
+		    r->at) {
+			r->bad = errno;
+			break;
+		}
+		munmap(r->at, page);
+	}
+	return NULL;
+}
+
+START_TEST(test_dev_copy_efault_race)
+{
+	int fd = dev_open();
+	const unsigned char pat[3] = { 0xd4, 0xcc, 0x0b };
+	size_t size = 3 * page, off = 3, len = 2 * page - 10;
+	struct execpack_create c;
+
+	ck_assert_int_eq(create(fd, size, pat, 3, &c), 0);
+	const unsigned char *x = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_SHARED, fd,
+				      (off_t)c.cookie);
+
+	ck_assert_ptr_ne(x, MAP_FAILED);
+	unsigned char *filled = malloc(size), *copied = malloc(size);
+
+	ck_assert_ptr_nonnull(filled);
+	ck_assert_ptr_nonnull(copied);
+	for (size_t i = 0; i < size; i++)
+		filled[i] = pat[i % 3];
+
+	unsigned char *src = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int memfd = memfd_create("execpack-source", MFD_CLOEXEC);
+
+	ck_assert_ptr_ne(src, MAP_FAILED);
+	ck_assert_int_ge(memfd, 0);
+	ck_assert_int_eq(ftruncate(memfd, (off_t)page), 0);
+	for (size_t i = 0; i < 2 * page; i++)
+		src[i] = (unsigned char)(0x40 + i % 61);
+	ck_assert_int_eq(pwrite(memfd, src + page, page, 0), (ssize_t)page);
+	memcpy(copied, filled, size);
+	memcpy(copied + off, src + 5, len);
+	ck_assert_int_eq(munmap(src + page, page), 0);
+
+	struct unmap_race r = { .at = src + page, .memfd = memfd };
+	pthread_t t;
+	struct timespec t0, now;
+	unsigned long rounds = 0, landed = 0, efault = 0, other = 0;
+	const char *torn = NULL;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, toggle_source_page, &r), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 20 && !torn; i++, rounds++) {
+			int rc = copy_in(fd, c.id, off, src + 5, len);
+
+			if (rc == 0) {
+				landed++;
+				if (memcmp(x, copied, size))
+					torn = "returned 0";
+				ck_assert_int_eq(fill_range(fd, c.id, 0, size), 0);
+			} else if (rc == -EFAULT) {
+				efault++;
+				if (memcmp(x, filled, size))
+					torn = "failed with EFAULT";
+			} else {
+				other++;
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (!torn && rounds < 5000 &&
+		 (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < 1500);
+	r.stop = 1;
+	pthread_join(t, NULL);
+
+	fprintf(stderr, "unmap race: %lu copies: %lu landed, %lu EFAULT\n", rounds, landed, efault);
+	ck_assert_msg(r.bad == 0, "mapping the source page: %s", strerror(r.bad));
+	ck_assert_msg(!torn, "a copy that %s left the pack neither as it was nor as copied",
+		      torn);
+	ck_assert_uint_eq(other, 0);
+	munmap(src, page);
+	munmap(src + page, page);
+	munmap((void *)x, size);
+	close(memfd);
+	free(filled);
+	free(copied);
+	close(fd);
+}
+END_TEST
+
+/*
+ * The argument's size is read once: a thread flipping the size field
+ * between a valid size and 0 while CREATE runs made CREATE validate the
+ * first value and copy back as many bytes as the second said (none), so it
+ * returned 0 without the id, leaving a charged pack no one could name.
+ * Every CREATE that returns 0 must have written its id and cookie back.
+ */
+struct size_race {
+	struct execpack_create *arg;
+	volatile int stop;
+};
+
+static void *flip_size(void *arg)
+{
+	struct size_race *r = arg;
+	volatile uint32_t *size = &r->arg->size;
+
+	while (!r->stop) {
+		*size = 0;
+		*size = sizeof(struct execpack_create);
+	}
+	return NULL;
+}
+
+START_TEST(test_dev_create_size_race)
+{
+	int fd = dev_open();
+	uint64_t base = info(fd).user_used;
+	unsigned char pat = 0xcc;
+	struct execpack_create *a = calloc(1, sizeof(*a));
+
+	ck_assert_ptr_nonnull(a);
+	a->size = sizeof(*a);
+
+	struct size_race r = { .arg = a };
+	pthread_t t;
+	struct timespec t0, now;
+	unsigned long rounds = 0, made = 0, lost = 0, refused = 0, other = 0, undestroyed = 0;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, flip_size, &r), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 50; i++, rounds++) {
+			a->flags = 0;
+			a->len = page;
+			a->pattern = (uintptr_t)&pat;
+			a->pattern_len = 1;
+			a->id = 0;
+			a->cookie = UINT64_MAX;
+			int rc = xioctl(fd, EXECPACK_IOC_CREATE, a);
+
+			if (rc == 0) {
+				made++;
+				if (a->id == 0 || a->cookie == UINT64_MAX)
+					lost++; /* ids start at 1, cookies are page offsets */
+				else if (destroy(fd, a->id))
+					undestroyed++;
+			} else if (rc == -EINVAL) {
+				refused++; /* saw size 0 */
+			} else {
+				other++;
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (rounds < 20000 &&
+		 (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < 2000);
+	r.stop = 1;
+	pthread_join(t, NULL);
+	free(a);
+
+	fprintf(stderr, "size race: %lu creates: %lu made, %lu refused (size 0)\n", rounds, made,
+		refused);
+	ck_assert_msg(lost == 0, "%lu of %lu creates returned 0 without writing their id back",
+		      lost, made);
+	ck_assert_uint_gt(made, 0);
+	ck_assert_uint_eq(other, 0);
+	ck_assert_uint_eq(undestroyed, 0);
+	/* every pack made was destroyed: none is charged without an id */
+	ck_assert_uint_eq(info(fd).user_used, base);
+	close(fd);
+	fd = dev_open();
+	ck_assert_uint_eq(info(fd).user_used, base);
+	close(fd);
+}
+END_TEST
+
+/*
+ * An argument may be at most a page (as openat2 and clone3 take theirs):
+ * larger sizes are E2BIG at once, not a scan of up to 4 GiB of user memory
+ * for a non-zero byte.  The argument sits at the start of 16 MiB of zero
+ * pages followed by an unmapped page, so a module that scans gets there and
+ * says EFAULT (slowly) instead, and a page-sized argument is readable.
+ */
+START_TEST(test_dev_arg_size_limit)
+{
+	int fd = dev_open();
+	size_t zlen = 16u << 20;
+	unsigned char pat = 0xcc;
+	unsigned char *z = mmap(NULL, zlen + page, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	ck_assert_ptr_ne(z, MAP_FAILED);
+	ck_assert_int_eq(munmap(z + zlen, page), 0);
+
+	static const struct {
+		const char *name;
+		unsigned long cmd;
+	} cmds[] = {
+		{ "INFO", EXECPACK_IOC_INFO },	   { "CREATE", EXECPACK_IOC_CREATE },
+		{ "COPY", EXECPACK_IOC_COPY },	   { "FILL", EXECPACK_IOC_FILL },
+		{ "DESTROY", EXECPACK_IOC_DESTROY },
+	};
+	const uint32_t sizes[] = { 0xfffffff8u, (uint32_t)page + 8, (uint32_t)page + 1,
+				   2 * (uint32_t)page, 0xffffffffu };
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		for (size_t j = 0; j < sizeof(sizes) / sizeof(sizes[0]); j++) {
+			struct timespec t0, t1;
+
+			memset(z, 0, page);
+			if (cmds[i].cmd == EXECPACK_IOC_CREATE) /* else valid but for the size */
+				*(struct execpack_create *)z = (struct execpack_create){
+					.len = page, .pattern = (uintptr_t)&pat, .pattern_len = 1,
+				};
+			*(uint32_t *)z = sizes[j];
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			int rc = xioctl(fd, cmds[i].cmd, z);
+
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			long ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+				  (t1.tv_nsec - t0.tv_nsec) / 1000000;
+
+			ck_assert_msg(rc == -E2BIG, "%s with size %#x: %d (%s), not E2BIG",
+				      cmds[i].name, sizes[j], rc, strerror(-rc));
+			ck_assert_msg(ms < 2000, "%s with size %#x took %ld ms", cmds[i].name,
+				      sizes[j], ms);
+		}
+	}
+
+	/* exactly a page is still a (newer) struct with a zero tail */
+	memset(z, 0, page);
+	struct execpack_info *in = (struct execpack_info *)z;
+
+	in->size = (uint32_t)page;
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_INFO, in), 0);
+	ck_assert_uint_eq(in->abi_version, EXECPACK_ABI_VERSION);
+	ck_assert_uint_eq(in->page_size, page);
+	z[page - 1] = 1;
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_INFO, in), -E2BIG);
+
+	memset(z, 0, page);
+	struct execpack_create *cr = (struct execpack_create *)z;
+
+	*cr = (struct execpack_create){
+		.size = (uint32_t)page, .len = page, .pattern = (uintptr_t)&pat, .pattern_len = 1,
+	};
+	ck_assert_int_eq(xioctl(fd, EXECPACK_IOC_CREATE, cr), 0);
+	ck_assert_uint_ne(cr->id, 0);
+	ck_assert_int_eq(destroy(fd, cr->id), 0);
+
+	munmap(z, zlen);
 	close(fd);
 }
 END_TEST
@@ -807,6 +1182,10 @@ static Suite *kmod_suite(void)
 	tcase_add_test(dev, test_dev_context_release);
 	tcase_add_test(dev, test_dev_threads);
 	tcase_add_test(dev, test_dev_create_efault_race);
+	tcase_add_test(dev, test_dev_copy_efault_unchanged);
+	tcase_add_test(dev, test_dev_copy_efault_race);
+	tcase_add_test(dev, test_dev_create_size_race);
+	tcase_add_test(dev, test_dev_arg_size_limit);
 	tcase_add_test(dev, test_dev_user_limit);
 	tcase_add_test(klog, test_nothing_left_charged);
 	tcase_add_test(klog, test_kernel_log_clean);

@@ -15,13 +15,15 @@
  *
  * Locking: ctx->lock guards the id table; pack->lock serialises writes
  * into one pack.  An id is reserved (NULL) until create has copied it out,
- * so only a caller that was told the id can find the pack.  mmap() runs under mmap_lock and takes ctx->lock, while
- * the copy ioctl may fault on its source (taking mmap_lock) under
- * pack->lock, so ctx->lock is never held across a user access.
+ * so only a caller that was told the id can find the pack.  mmap() runs
+ * under mmap_lock and takes ctx->lock, while user accesses may fault
+ * (taking mmap_lock), so ctx->lock is never held across a user access;
+ * the copy ioctl reads or pins its source before it takes pack->lock.
  */
 
 #include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/highmem.h>
 #include <linux/idr.h>
 #include <linux/kref.h>
 #include <linux/list.h>
@@ -203,37 +205,117 @@ static void ep_fill(struct ep_pack *p, unsigned long off, unsigned long len)
 
 /*
  * A store of up to 8 bytes inside one aligned 8-byte word becomes a single
- * 8-byte store, so code running concurrently never sees it half done.
+ * 8-byte store, so code running concurrently never sees it half done.  The
+ * bytes were read into buf first: a source that could not be read never
+ * gets here.  Under pack->lock.
  */
-static int ep_copy_word(u8 *dst, const void __user *src, size_t len)
+static void ep_store_word(u8 *dst, const u8 *buf, size_t len)
 {
 	unsigned long a = (unsigned long)dst & 7;
 	u64 *w = (u64 *)(dst - a);
 	u64 v;
-	u8 buf[8];
 
-	if (copy_from_user(buf, src, len))
-		return -EFAULT;
 	v = READ_ONCE(*w);
 	memcpy((u8 *)&v + a, buf, len);
 	WRITE_ONCE(*w, v);
-	return 0;
+}
+
+/*
+ * Longer copies are all or nothing: every page of the source is pinned
+ * before the first byte of the pack changes, so a source that cannot be
+ * read (NULL, a kernel address, a hole, a mapping get_user_pages() refuses
+ * such as VM_IO or VM_PFNMAP) fails with the pack as it was, and once
+ * pinned, a source that another thread unmaps is still read whole.
+ * copy_from_user() straight into the pack left the bytes it could not read
+ * as zeros and those before the fault as new code; reading the whole source
+ * into a bounce buffer first would cost a kernel copy of up to a pack's
+ * size.  Here the extra memory is one pointer per source page, on the stack
+ * for short copies.  The source is pinned before pack->lock is taken, so
+ * faulting it in does not hold up other writers of the pack.
+ */
+#define EP_PIN_ON_STACK 8
+
+static int ep_copy_pinned(struct ep_pack *p, unsigned long off,
+			  const void __user *src, size_t len)
+{
+	struct page *on_stack[EP_PIN_ON_STACK], **pages = on_stack;
+	unsigned long start = (unsigned long)src, first, n, got = 0, i;
+	size_t done = 0, in, k;
+	void *from;
+	int ret = 0, r;
+
+	/* Also keeps start + len from wrapping. */
+	if (!access_ok(src, len))
+		return -EFAULT;
+	first = start >> PAGE_SHIFT;
+	n = ((start + len - 1) >> PAGE_SHIFT) - first + 1;
+	if (n > EP_PIN_ON_STACK) {
+		pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL_ACCOUNT);
+		if (!pages)
+			return -ENOMEM;
+	}
+	while (got < n) {
+		r = pin_user_pages_fast((first + got) << PAGE_SHIFT,
+					min_t(unsigned long, n - got, INT_MAX), 0,
+					pages + got);
+		if (r <= 0) {
+			ret = r == -ENOMEM ? -ENOMEM : -EFAULT;
+			goto out;
+		}
+		got += r;
+	}
+
+	mutex_lock(&p->lock);
+	in = offset_in_page(start);
+	for (i = 0; i < n; i++) {
+		k = min_t(size_t, PAGE_SIZE - in, len - done);
+		from = kmap_local_page(pages[i]);
+		memcpy(p->kaddr + off + done, from + in, k);
+		kunmap_local(from);
+		done += k;
+		in = 0;
+		cond_resched();
+	}
+	flush_icache_range((unsigned long)p->kaddr + off,
+			   (unsigned long)p->kaddr + off + len);
+	mutex_unlock(&p->lock);
+out:
+	unpin_user_pages(pages, got);
+	if (pages != on_stack)
+		kvfree(pages);
+	return ret;
 }
 
 /*
  * Reads an argument struct whose leading __u32 is the caller's sizeof:
- * shorter than min is malformed; extra bytes must be zero (E2BIG).
+ * shorter than min is malformed; extra bytes must be zero (E2BIG), and
+ * there are at most a page of them, as openat2() and clone3() take theirs
+ * (a larger size is E2BIG at once, not a scan of up to 4 GiB of user memory
+ * without a rescheduling point).
+ *
+ * The size is read once.  The copy below reads the size field again, and
+ * another thread may have changed it in between: what the copy holds is
+ * replaced by the size that was checked, so that the call and ep_put_arg()
+ * agree on it (a create that validated one size and copied back as many
+ * bytes as the other said, none, returned 0 without its id).
  */
 static int ep_get_arg(void *karg, size_t ksize, size_t min,
 		      const void __user *uarg)
 {
 	u32 usize;
+	int ret;
 
 	if (get_user(usize, (const u32 __user *)uarg))
 		return -EFAULT;
+	if (usize > PAGE_SIZE)
+		return -E2BIG;
 	if (usize < min)
 		return -EINVAL;
-	return copy_struct_from_user(karg, ksize, uarg, usize);
+	ret = copy_struct_from_user(karg, ksize, uarg, usize);
+	if (ret)
+		return ret;
+	*(u32 *)karg = usize;
+	return 0;
 }
 
 /* Copies back no more than the caller's struct holds. */
@@ -372,8 +454,8 @@ static bool ep_range_ok(const struct ep_pack *p, u64 off, u64 len)
 static long ep_ioc_copy(struct ep_ctx *ctx, void __user *uarg)
 {
 	struct execpack_copy a;
-	const void __user *src;
 	struct ep_pack *p;
+	u8 word[8];
 	int ret;
 
 	ret = ep_get_arg(&a, sizeof(a), sizeof(a), uarg);
@@ -388,16 +470,23 @@ static long ep_ioc_copy(struct ep_ctx *ctx, void __user *uarg)
 	}
 	if (!a.len)
 		goto out;
-	src = u64_to_user_ptr(a.src);
-	mutex_lock(&p->lock);
-	if (a.len <= 8 && (a.off & 7) + a.len <= 8)
-		ret = ep_copy_word(p->kaddr + a.off, src, a.len);
-	else if (copy_from_user(p->kaddr + a.off, src, a.len))
-		ret = -EFAULT;
-	/* Even a partial copy changed code: make whatever landed coherent. */
-	flush_icache_range((unsigned long)p->kaddr + a.off,
-			   (unsigned long)p->kaddr + a.off + a.len);
-	mutex_unlock(&p->lock);
+	/*
+	 * A failed copy changes nothing: the source is read (or pinned) whole
+	 * before the pack is written, and never under pack->lock.
+	 */
+	if (a.len <= 8 && (a.off & 7) + a.len <= 8) {
+		if (copy_from_user(word, u64_to_user_ptr(a.src), a.len)) {
+			ret = -EFAULT;
+			goto out;
+		}
+		mutex_lock(&p->lock);
+		ep_store_word(p->kaddr + a.off, word, a.len);
+		flush_icache_range((unsigned long)p->kaddr + a.off,
+				   (unsigned long)p->kaddr + a.off + a.len);
+		mutex_unlock(&p->lock);
+	} else {
+		ret = ep_copy_pinned(p, a.off, u64_to_user_ptr(a.src), a.len);
+	}
 out:
 	ep_pack_put(p);
 	return ret;

@@ -8,17 +8,24 @@
  * (shorter) structs, zero-filling the missing tail, and newer (longer)
  * ones whose unknown tail is all zero; it copies back only size bytes.
  * A field may therefore be appended in a later version, never moved.
+ * A struct is at most one page (page_size, as for openat2 and clone3): a
+ * larger size is E2BIG before anything past the size field is read.  The
+ * module reads size once per call, so a size changed by another thread
+ * during the call changes neither what is read nor what is copied back.
  *
  * The module dispatches on the ioctl type and number only, so the size
  * encoded in the command does not change when a struct grows.
  *
  * All ioctls return 0 or -1 with errno set:
- *   EINVAL  malformed struct, bad flags, size or pattern length
- *   E2BIG   unknown non-zero tail in a newer struct
+ *   EINVAL  malformed struct (size below the first version's), bad flags,
+ *           length or pattern length
+ *   E2BIG   size larger than a page, or an unknown non-zero tail in a newer
+ *           struct
  *   ENOENT  no pack with that id in this open file
  *   ERANGE  offset/length outside the pack (overflow-safe check)
  *   EPERM   the per-user byte limit (module parameter user_limit) is hit
- *   EFAULT  bad user pointer
+ *   EFAULT  bad user pointer (for COPY: the pack is unchanged, see there)
+ *   ENOMEM  out of kernel memory
  */
 #ifndef EXECPACK_UAPI_H
 #define EXECPACK_UAPI_H
@@ -62,7 +69,18 @@ struct execpack_create {
 	__u64 cookie;        /* out: mmap offset of the pack */
 };
 
-/* EXECPACK_IOC_COPY: copy len bytes from user src to offset off. */
+/*
+ * EXECPACK_IOC_COPY: copy len bytes from user src to offset off.  All or
+ * nothing: when src cannot be read whole (NULL, a kernel address, a range
+ * that runs into an unmapped page) the call fails with EFAULT and the pack
+ * is exactly as it was, byte for byte.  A copy of at most 8 bytes inside one
+ * aligned 8-byte word of the pack is read first, then stored as one 8-byte
+ * store (a thread running the code sees the old or the new bytes, never a
+ * mix).  A longer copy pins src's pages (get_user_pages) before it writes
+ * the pack, so src must be ordinary memory: a VM_IO or VM_PFNMAP mapping is
+ * EFAULT too; once pinned, src is read whole even if another thread unmaps
+ * it meanwhile.
+ */
 struct execpack_copy {
 	__u32 size;
 	__u32 id;
