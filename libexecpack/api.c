@@ -12,27 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool.h"
+#include "fork.h"
+#include "heap.h"
+#include "pack.h"
+#include "remote.h"
+#include "thread.h"
 #include "route.h"
 #include "track.h"
 
 /* The heap of pool that owns addr (route.h), or NULL, and *pack, the
  * pack addr lies in (NULL for a large mapping): no lock is taken. */
-static inline struct ep__sub *owner_of(const struct ep_pool *pool, const void *addr,
+static inline struct ep__heap *owner_of(const struct ep_pool *pool, const void *addr,
 				       struct ep__pack **pack)
 {
 	void *v = ep__route_get((uintptr_t)addr);
 
 	if (!v)
 		return NULL;
-	struct ep__sub *h = ep__route_heap(v, pack);
+	struct ep__heap *h = ep__route_heap(v, pack);
 
 	VG_HAPPENS_AFTER(h); /* route.c published it */
 	return h->root == pool ? h : NULL;
 }
 
 /* Whether h is the calling thread's own heap in pool (its cached one). */
-static inline bool is_home(const struct ep_pool *pool, const struct ep__sub *h)
+static inline bool is_home(const struct ep_pool *pool, const struct ep__heap *h)
 {
 	const struct ep__tl_slot *slot = &ep__tl_cache[((uintptr_t)pool >> 6) % EP__TL_SLOTS];
 
@@ -56,7 +60,7 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	*out = NULL;
 
 	struct ep_pool *pool = calloc(1, sizeof(*pool));
-	struct ep__sub *first;
+	struct ep__heap *first;
 
 	if (!pool)
 		return -ENOMEM;
@@ -67,6 +71,7 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 		return rc;
 	}
 	first->root = pool;
+	ep__fork_track(first);
 	pool->first = pool->heaps = first;
 	pool->nheaps = 1;
 	pool->limit = first->limit;
@@ -90,8 +95,10 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 		return;
 	ep__fork_untrack_pool(pool);
 	/* the first heap last: it closes the backend the others share */
-	for (struct ep__sub *h = pool->heaps, *n; h; h = n) {
+	for (struct ep__heap *h = pool->heaps, *n; h; h = n) {
 		n = h->next_heap;
+		ep__fork_untrack(h);
+		ep__thread_put(h->owner);
 		if (h != pool->first)
 			ep__heap_destroy(h);
 	}
@@ -109,7 +116,7 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 	if (__builtin_expect(ep__in_fill, 0))
 		return -EDEADLK;
 	ep__fork_check();
-	struct ep__sub *h = ep__home(pool);
+	struct ep__heap *h = ep__home(pool);
 	int rc = h ? ep__heap_alloc(h, size, out) : -ENOMEM;
 
 	/* no tail call: memcheck's report of a lost allocation names ep_alloc */
@@ -125,7 +132,7 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 			return -EDEADLK;                           \
 		ep__fork_check();                                      \
 		struct ep__pack *pack_;                            \
-		struct ep__sub *pool_ = owner_of(pool, addr, &pack_); \
+		struct ep__heap *pool_ = owner_of(pool, addr, &pack_); \
 		return pool_ ? (call) : -EINVAL;                   \
 	} while (0)
 
@@ -152,7 +159,7 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 	ep__fork_check();
 
 	struct ep__pack *pack;
-	struct ep__sub *h = owner_of(pool, exec, &pack);
+	struct ep__heap *h = owner_of(pool, exec, &pack);
 
 	if (!h)
 		return -EINVAL;
@@ -205,7 +212,7 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 		return -EINVAL;
 	ep__fork_check(); /* (any call makes a child's copies: libexecpack(7)) */
 
-	struct ep__sub *heaps = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE);
+	struct ep__heap *heaps = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE);
 
 	VG_HAPPENS_AFTER(&pool->heaps);
 	uint64_t packs_out = 0, allocs = 0, used_in = 0, large_in = 0, lbytes_in = 0;
@@ -215,26 +222,26 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 #define READ(field) __atomic_load_n(&h->tally.field, __ATOMIC_ACQUIRE)
 	/* (within a pass, a count before the one its writer raises after it,
 	 * or the other way round, so that large_bytes covers large_allocs) */
-	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+	for (const struct ep__heap *h = heaps; h; h = h->next_heap) {
 		packs_out += READ(packs_out);
 		commit_out += READ(commit_out);
 	}
-	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+	for (const struct ep__heap *h = heaps; h; h = h->next_heap) {
 		allocs += READ(allocs);
 		used_in += READ(used_in);
 		large_in += READ(large_in);
 		lbytes_in += READ(lbytes_in);
 	}
-	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+	for (const struct ep__heap *h = heaps; h; h = h->next_heap) {
 		lbytes_out += READ(lbytes_out);
 		large_out += READ(large_out);
 		used_out += READ(used_out);
 		frees += READ(frees);
 		/* (frees by other threads: remote.c) */
-		used_out += __atomic_load_n(&h->rused_out, __ATOMIC_ACQUIRE);
-		frees += __atomic_load_n(&h->rfrees, __ATOMIC_ACQUIRE);
+		used_out += __atomic_load_n(&h->remote_used_out, __ATOMIC_ACQUIRE);
+		frees += __atomic_load_n(&h->remote_frees, __ATOMIC_ACQUIRE);
 	}
-	for (const struct ep__sub *h = heaps; h; h = h->next_heap) {
+	for (const struct ep__heap *h = heaps; h; h = h->next_heap) {
 		commit_in += READ(commit_in);
 		packs_in += READ(packs_in);
 	}

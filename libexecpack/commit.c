@@ -27,11 +27,14 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "commit.h"
+#include "pack.h"
+#include "region.h"
+#include "tally.h"
 
 /* The first prefix: what a few small programs need, rounded to pages,
  * doubled until the first request (n chunks) fits. */
-static size_t commit_first(const struct ep__sub *h, size_t n)
+static size_t commit_first(const struct ep__heap *h, size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), c = EP__COMMIT_FIRST;
 
@@ -70,12 +73,12 @@ static bool exec_gain_refused(void)
 	return r > 0 && (r & PR_MDWE_REFUSE_EXEC_GAIN);
 }
 
-static size_t heap_committed(const struct ep__sub *h)
+static size_t heap_committed(const struct ep__heap *h)
 {
 	return (size_t)(h->tally.commit_in - h->tally.commit_out);
 }
 
-int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n)
+int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n)
 {
 	int rc;
 
@@ -106,7 +109,7 @@ int ep__pack_map(struct ep__sub *h, struct ep__pack *p, size_t n)
  * grow_step()s, filling the new part before it is executable.  Only when first fit found no room in any
  * pack, never on the common path.  -ENOSPC: p cannot grow that far.
  */
-int ep__pack_grow(struct ep__sub *h, struct ep__pack *p, size_t n)
+int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t size = p->r.size, have = p->r.committed;

@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool.h"
+#include "config-open.h"
+#include "region.h"
 
 static const struct ep__backend_ops *backend_ops(enum ep_backend b)
 {
@@ -23,7 +24,7 @@ static const struct ep__backend_ops *backend_ops(enum ep_backend b)
 	}
 }
 
-static void add_reason(struct ep__sub *pool, const char *why)
+static void add_reason(struct ep__heap *pool, const char *why)
 {
 	size_t used = strlen(pool->reasons);
 
@@ -56,7 +57,7 @@ static int config_copy(const struct ep_config *in, struct ep_config *out)
 	return 0;
 }
 
-static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
+static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
 {
 	char why[256];
 	enum ep_backend want = cfg->backend;
@@ -122,7 +123,7 @@ static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
  * On success pool->ops and pool->be are open and *cfg holds the copy.
  */
 int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
-			struct ep__sub *pool)
+			struct ep__heap *pool)
 {
 	int rc = config_copy(cfg_in, cfg);
 
@@ -159,7 +160,7 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 			    char *why, size_t whylen)
 {
 	struct ep_config cfg;
-	struct ep__sub probe;
+	struct ep__heap probe;
 	int rc;
 
 	if (why && whylen)

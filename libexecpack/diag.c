@@ -700,7 +700,7 @@ static void valgrind_readahead_guard(void *exec, size_t size)
 		munmap(got, (size_t)pg);
 }
 
-void ep__diag_alloc_slow(struct ep__sub *pool, void *exec, size_t size)
+void ep__diag_alloc_slow(struct ep__heap *pool, void *exec, size_t size)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
@@ -712,7 +712,7 @@ void ep__diag_alloc_slow(struct ep__sub *pool, void *exec, size_t size)
 	VALGRIND_MEMPOOL_ALLOC(pool, exec, size);
 }
 
-void ep__diag_finalize_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+void ep__diag_finalize_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
 			    size_t size, unsigned pool_flags)
 {
 	(void)pool;
@@ -759,7 +759,7 @@ static void record_drop(struct ep__diag **d)
 	*d = NULL;
 }
 
-void ep__diag_free_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+void ep__diag_free_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
 			size_t size, bool unmapped)
 {
 	record_drop(d);
@@ -771,7 +771,7 @@ void ep__diag_free_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
 		VALGRIND_MAKE_MEM_DEFINED(exec, size);
 }
 
-void ep__diag_shrink_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+void ep__diag_shrink_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
 			  size_t old_size, size_t size, unsigned pool_flags)
 {
 	if (RUNNING_ON_VALGRIND) {
@@ -802,7 +802,7 @@ void ep__diag_forget(struct ep__diag **d)
 	record_drop(d);
 }
 
-void ep__diag_pool_destroy(struct ep__sub *pool)
+void ep__diag_pool_destroy(struct ep__heap *pool)
 {
 	if (RUNNING_ON_VALGRIND && VALGRIND_MEMPOOL_EXISTS(pool))
 		VALGRIND_DESTROY_MEMPOOL(pool);
@@ -821,7 +821,7 @@ static int name_check(const char *name)
 	return 0;
 }
 
-int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec, size_t size,
+int ep__diag_set_name(struct ep__heap *pool, struct ep__diag **d, void *exec, size_t size,
 		      bool finalized, unsigned pool_flags, const char *name)
 {
 	int rc = name_check(name);

@@ -16,27 +16,27 @@
 
 #include "internal.h"
 
-struct ep__sub; /* pool.h: one heap (a key for memcheck, never looked into) */
+struct ep__heap; /* pool.h: one heap (a key for memcheck, never looked into) */
 struct ep__diag; /* per named allocation, diag.c only */
 
-void ep__diag_alloc_slow(struct ep__sub *pool, void *exec, size_t size);
-void ep__diag_finalize_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+void ep__diag_alloc_slow(struct ep__heap *pool, void *exec, size_t size);
+void ep__diag_finalize_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
 			    size_t size, unsigned pool_flags);
-void ep__diag_free_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+void ep__diag_free_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
 			size_t size, bool unmapped);
 
 /* The hooks below are on the hot paths: outside Valgrind, for an
  * allocation without a name or unwind info, they cost one test. */
 
 /* ep_alloc() handed out [exec, exec+size). */
-static inline void ep__diag_alloc(struct ep__sub *pool, void *exec, size_t size)
+static inline void ep__diag_alloc(struct ep__heap *pool, void *exec, size_t size)
 {
 	if (ep__under_valgrind())
 		ep__diag_alloc_slow(pool, exec, size);
 }
 
 /* The allocation at exec was finalized (its code is in place). */
-static inline void ep__diag_finalize(struct ep__sub *pool, struct ep__diag **d, void *exec,
+static inline void ep__diag_finalize(struct ep__heap *pool, struct ep__diag **d, void *exec,
 				     size_t size, unsigned pool_flags)
 {
 	if (*d || ep__under_valgrind())
@@ -44,18 +44,18 @@ static inline void ep__diag_finalize(struct ep__sub *pool, struct ep__diag **d, 
 }
 
 /* ep_free(): the allocation is gone; unmapped: its memory was unmapped. */
-static inline void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void *exec,
+static inline void ep__diag_free(struct ep__heap *pool, struct ep__diag **d, void *exec,
 				 size_t size, bool unmapped)
 {
 	if (*d || ep__under_valgrind())
 		ep__diag_free_slow(pool, d, exec, size, unmapped);
 }
 
-void ep__diag_shrink_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
+void ep__diag_shrink_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
 			  size_t old_size, size_t size, unsigned pool_flags);
 
 /* ep_shrink(): the allocation at exec now ends size bytes after it. */
-static inline void ep__diag_shrink(struct ep__sub *pool, struct ep__diag **d, void *exec,
+static inline void ep__diag_shrink(struct ep__heap *pool, struct ep__diag **d, void *exec,
 				   size_t old_size, size_t size, unsigned pool_flags)
 {
 	if (*d || ep__under_valgrind())
@@ -65,10 +65,10 @@ static inline void ep__diag_shrink(struct ep__sub *pool, struct ep__diag **d, vo
 /* ep_pool_destroy(): forget one allocation that was still live ... */
 void ep__diag_forget(struct ep__diag **d);
 /* ... and, after all of them, the pool itself. */
-void ep__diag_pool_destroy(struct ep__sub *pool);
+void ep__diag_pool_destroy(struct ep__heap *pool);
 
 /* ep_set_name() and ep_set_unwind() with the allocation resolved. */
-int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec,
+int ep__diag_set_name(struct ep__heap *pool, struct ep__diag **d, void *exec,
 		      size_t size, bool finalized, unsigned pool_flags, const char *name);
 int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool finalized,
 			int kind, size_t prologue, size_t frame);

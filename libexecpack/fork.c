@@ -35,7 +35,11 @@
 #include <unistd.h>
 
 #include "diag.h"
-#include "pool.h"
+#include "fork.h"
+#include "heap.h"
+#include "lock.h"
+#include "region.h"
+#include "remote.h"
 #include "track.h"
 
 static pthread_mutex_t g_roots_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -43,32 +47,14 @@ static struct ep_pool *g_roots; /* every pool (g_roots_lock) */
 pthread_mutex_t ep__thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t ep__thread_spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ep__sub *g_pools; /* every heap of every pool (g_pools_lock) */
+static struct ep__heap *g_pools; /* every heap of every pool (g_pools_lock) */
 unsigned ep__fork_gen;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 int *ep__fork_mark; /* a MADV_WIPEONFORK page: nonzero in the process that set it */
 static int g_fork_pipe[2] = { -1, -1 };
 
-/* Before the first change to a region after a fork(): make it ours alone. */
-int ep__own_region_slow(struct ep__sub *pool, struct ep__region *r)
-{
-	unsigned gen = ep__fork_generation();
 
-	if (r->gen == gen)
-		return 0;
-	if (r->sealed)
-		return -EPERM; /* a sealed view cannot be replaced by a private copy */
-	if (pool->ops->privatize) {
-		int rc = pool->ops->privatize(pool->be, r);
-
-		if (rc)
-			return rc;
-	}
-	r->gen = gen;
-	return 0;
-}
-
-static void own_now(struct ep__sub *pool, struct ep__region *r)
+static void own_now(struct ep__heap *pool, struct ep__region *r)
 {
 	(void)ep__own_region_slow(pool, r); /* failed: tried again before a change */
 }
@@ -78,7 +64,7 @@ static void own_now(struct ep__sub *pool, struct ep__region *r)
 static void child_take_over(void)
 {
 	__atomic_add_fetch(&ep__fork_gen, 1, __ATOMIC_RELAXED);
-	for (struct ep__sub *h = g_pools; h; h = h->gnext)
+	for (struct ep__heap *h = g_pools; h; h = h->gnext)
 		ep__heap_each_region(h, own_now);
 	if (ep__fork_mark)
 		__atomic_store_n(ep__fork_mark, 1, __ATOMIC_RELAXED);
@@ -94,7 +80,7 @@ static void atfork_prepare(void)
 	ep__mutex_lock(&ep__thread_key_lock);
 	ep__mutex_lock(&ep__thread_spare_lock);
 	ep__mutex_lock(&g_pools_lock);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		ep__lock(&p->lock);
 		ep__remote_gate(p); /* and no free without the lock (remote.c) */
 	}
@@ -105,7 +91,7 @@ static void atfork_prepare(void)
 
 static void atfork_unlock(void)
 {
-	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		ep__remote_ungate(p);
 		ep__unlock(&p->lock);
 	}
@@ -168,12 +154,12 @@ void ep__fork_missed(void)
 	pthread_mutex_init(&ep__thread_key_lock, NULL);
 	pthread_mutex_init(&ep__thread_spare_lock, NULL);
 	pthread_mutex_init(&g_pools_lock, NULL);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		ep__lock_reset(&p->lock);
 		/* (a vanished thread's free without the lock stays claimed:
 		 * its chunks are not reused in this process) */
-		p->rf_inflight = 0;
-		p->rf_gate = 0;
+		p->remote_inflight = 0;
+		p->remote_gated = 0;
 	}
 	ep__diag_fork_reset();
 	atfork_prepare(); /* (all free now: taken at once) */
@@ -215,7 +201,7 @@ static void atfork_install(void)
 static void hide_from_leak_check(void)
 {
 	ep__mutex_lock(&g_pools_lock);
-	for (struct ep__sub *p = g_pools; p; p = p->gnext) {
+	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
 		for (struct ep__pack *k = p->head; k; k = k->next)
@@ -232,7 +218,7 @@ static void hide_from_leak_check(void)
 }
 
 /* Every heap of every pool, for the handlers (and Valgrind's exit hook). */
-void ep__fork_track(struct ep__sub *h)
+void ep__fork_track(struct ep__heap *h)
 {
 	pthread_once(&g_atfork_once, atfork_install);
 	ep__mutex_lock(&g_pools_lock);
@@ -243,7 +229,7 @@ void ep__fork_track(struct ep__sub *h)
 	ep__mutex_unlock(&g_pools_lock);
 }
 
-void ep__fork_untrack(struct ep__sub *h)
+void ep__fork_untrack(struct ep__heap *h)
 {
 	ep__mutex_lock(&g_pools_lock);
 	if (h->gprev)
@@ -255,10 +241,10 @@ void ep__fork_untrack(struct ep__sub *h)
 	ep__mutex_unlock(&g_pools_lock);
 }
 
-void ep__each_heap(void (*fn)(struct ep__sub *, void *), void *arg)
+void ep__each_heap(void (*fn)(struct ep__heap *, void *), void *arg)
 {
 	ep__mutex_lock(&g_pools_lock);
-	for (struct ep__sub *h = g_pools; h; h = h->gnext)
+	for (struct ep__heap *h = g_pools; h; h = h->gnext)
 		fn(h, arg);
 	ep__mutex_unlock(&g_pools_lock);
 }

@@ -1,63 +1,48 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * heap.c - one heap: its packs (first fit in creation order, as the
- * kernel's bpf_prog_pack does), its large mappings, the allocation table
- * and the staging buffers, and the calls on them; the caller picks the heap
- * (api.c) and each call here takes that heap's lock.
- *
- * No metadata lives in executable memory: each pack has two out-of-band
- * bitmaps, "used" (chunk is allocated) and "start" (an allocation begins
- * here).  Within a heap, an address is resolved by a binary search over the
- * address ranges of its regions (never by masking: packs are not aligned to
- * their size), then the start bitmap.
- *
- * Records: an allocation being staged, named, given unwind info or placed
- * at a random offset, or a large one, has a record in a hash table keyed by
- * the address of its first chunk.  A finalized plain pack allocation has
- * none: its two bitmaps say all there is (it begins at a start bit and runs
- * to the next start bit or free chunk).  With 10,000 live programs the
- * records were megabytes that every ep_free() missed in cache; now the
- * table holds a few hot entries.
+ * heap.c - one heap: what one thread allocates from, created, cloned and
+ * destroyed here, and the calls on it.  The caller picks the heap (api.c)
+ * and each call takes that heap's lock; a call on an existing allocation
+ * enters the allocation's state (alloc-state.h) while it works.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "alloc-state.h"
+#include "config-open.h"
 #include "diag.h"
-#include "pool.h"
+#include "heap.h"
+#include "limit.h"
+#include "lookup.h"
+#include "pack.h"
+#include "ranges.h"
+#include "records.h"
+#include "region.h"
+#include "remote.h"
 #include "route.h"
+#include "tally.h"
 #include "track.h"
 
-/* ---- helpers -------------------------------------------------------------- */
-
-static inline size_t round_up(size_t v, size_t a)
-{
-	return (v + a - 1) / a * a;
-}
-
-static uint64_t next_random(struct ep__sub *pool)
+static uint64_t next_random(struct ep__heap *h)
 {
 	/* xorshift64*: placement randomness, not a secret key */
-	uint64_t x = pool->rng;
+	uint64_t x = h->rng;
 
 	x ^= x >> 12;
 	x ^= x << 25;
 	x ^= x >> 27;
-	pool->rng = x;
+	h->rng = x;
 	return x * 2685821657736338717ull;
 }
 
-static void seed_random(struct ep__sub *pool)
+static void seed_random(struct ep__heap *h)
 {
 	uint64_t s = 0;
 
@@ -65,918 +50,36 @@ static void seed_random(struct ep__sub *pool)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)pool;
+		s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)h;
 	}
-	pool->rng = s | 1;
+	h->rng = s | 1;
 }
 
-#ifndef SYS_mseal
-#define SYS_mseal EP__ARCH_SYS_MSEAL
-#endif
-
-int ep__mseal(void *addr, size_t len)
+void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, struct ep__region *))
 {
-#ifdef SYS_mseal
-	return syscall(SYS_mseal, addr, len, 0UL) ? -errno : 0;
-#else
-	(void)addr;
-	(void)len;
-	return -ENOSYS;
-#endif
-}
-
-/*
- * EP_F_SEAL: the exec view can never again be unmapped, remapped or made
- * writable.  Sealed regions are therefore never released: an empty sealed
- * pack stays cached, and a freed sealed large mapping is refilled with traps
- * and its exec view left in place until exit.
- */
-static int seal_region(struct ep__sub *pool, struct ep__region *r)
-{
-	if (!(pool->flags & EP_F_SEAL))
-		return 0;
-	int rc = ep__mseal(r->exec, r->size);
-
-	if (rc == 0)
-		r->sealed = 1;
-	return rc;
-}
-
-static void code_changed(void *addr, size_t len);
-
-/* Drop a region; a sealed one is first refilled, as its exec view stays. */
-static void region_drop(struct ep__sub *pool, struct ep__region *r)
-{
-	/* (not when inherited across fork(): the other process still runs it) */
-	if (r->sealed && r->gen == ep__fork_generation() &&
-	    pool->ops->fill(pool->be, r, 0, r->size, pool->fill, pool->fill_ctx) == 0)
-		code_changed(r->exec, r->size);
-	pool->ops->unmap(pool->be, r);
-}
-
-/* Code at [addr, addr+len) changed through another mapping. */
-static void code_changed(void *addr, size_t len)
-{
-	ep__sync_icache(addr, len);
-	if (ep__under_valgrind())
-		VALGRIND_DISCARD_TRANSLATIONS(addr, len);
-}
-
-/* ---- the allocation hash -------------------------------------------------- */
-
-static size_t hash_index(const struct ep__sub *pool, uintptr_t key)
-{
-	uint64_t h = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
-
-	return (size_t)(h >> 32) & pool->hash_mask;
-}
-
-static int hash_grow(struct ep__sub *pool)
-{
-	size_t nb = (pool->hash_mask + 1) * 2;
-	struct ep__alloc **nh = calloc(nb, sizeof(*nh));
-
-	if (!nh)
-		return -ENOMEM;
-	size_t old = pool->hash_mask + 1;
-	struct ep__alloc **oh = pool->hash;
-
-	pool->hash = nh;
-	pool->hash_mask = nb - 1;
-	for (size_t i = 0; i < old; i++) {
-		for (struct ep__alloc *a = oh[i], *n; a; a = n) {
-			n = a->hnext;
-			size_t j = hash_index(pool, a->key);
-
-			a->hnext = nh[j];
-			nh[j] = a;
-		}
-	}
-	free(oh);
-	return 0;
-}
-
-static void hash_insert(struct ep__sub *pool, struct ep__alloc *a)
-{
-	size_t i = hash_index(pool, a->key);
-
-	a->hnext = pool->hash[i];
-	pool->hash[i] = a;
-	pool->nrecs++;
-}
-
-static struct ep__alloc *hash_find(const struct ep__sub *pool, uintptr_t key)
-{
-	for (struct ep__alloc *a = pool->hash[hash_index(pool, key)]; a; a = a->hnext)
-		if (a->key == key)
-			return a;
-	return NULL;
-}
-
-static void hash_remove(struct ep__sub *pool, struct ep__alloc *a)
-{
-	struct ep__alloc **pp = &pool->hash[hash_index(pool, a->key)];
-
-	while (*pp != a)
-		pp = &(*pp)->hnext;
-	*pp = a->hnext;
-	pool->nrecs--;
-}
-
-void ep__heap_each_region(struct ep__sub *pool, void (*fn)(struct ep__sub *, struct ep__region *))
-{
-	for (struct ep__pack *p = pool->head; p; p = p->next)
-		fn(pool, &p->r);
-	for (size_t i = 0; i <= pool->hash_mask; i++)
-		for (struct ep__alloc *a = pool->hash[i]; a; a = a->hnext)
+	for (struct ep__pack *p = h->head; p; p = p->next)
+		fn(h, &p->r);
+	for (size_t i = 0; i <= h->hash_mask; i++)
+		for (struct ep__alloc *a = h->hash[i]; a; a = a->hnext)
 			if (!a->pack)
-				fn(pool, &a->large);
-}
-
-/* ---- region ranges -------------------------------------------------------- */
-
-/* Index of the first range with lo > addr. */
-static size_t range_upper(const struct ep__sub *pool, uintptr_t addr)
-{
-	size_t lo = 0, hi = pool->nranges;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (pool->ranges[mid].lo <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static const struct ep__range *range_find(const struct ep__sub *pool, uintptr_t addr)
-{
-	size_t i = range_upper(pool, addr);
-
-	if (i == 0)
-		return NULL;
-	const struct ep__range *r = &pool->ranges[i - 1];
-
-	return addr < r->hi ? r : NULL;
-}
-
-/* Reserve room first so that a later insert cannot fail half-way. */
-static int range_reserve(struct ep__sub *pool)
-{
-	if (pool->nranges < pool->cap_ranges)
-		return 0;
-	size_t nc = pool->cap_ranges ? pool->cap_ranges * 2 : 16;
-	struct ep__range *nr = realloc(pool->ranges, nc * sizeof(*nr));
-
-	if (!nr)
-		return -ENOMEM;
-	pool->ranges = nr;
-	pool->cap_ranges = nc;
-	return 0;
-}
-
-static void range_insert(struct ep__sub *pool, const struct ep__region *reg,
-			 struct ep__pack *pack, struct ep__alloc *large)
-{
-	uintptr_t lo = (uintptr_t)reg->exec;
-	size_t i = range_upper(pool, lo);
-
-	memmove(&pool->ranges[i + 1], &pool->ranges[i],
-		(pool->nranges - i) * sizeof(pool->ranges[0]));
-	pool->ranges[i] = (struct ep__range){ lo, lo + reg->size, pack, large };
-	pool->nranges++;
-}
-
-static void range_remove(struct ep__sub *pool, const struct ep__region *reg)
-{
-	size_t i = range_upper(pool, (uintptr_t)reg->exec) - 1;
-
-	memmove(&pool->ranges[i], &pool->ranges[i + 1],
-		(pool->nranges - i - 1) * sizeof(pool->ranges[0]));
-	pool->nranges--;
-}
-
-/* ---- packs ---------------------------------------------------------------- */
-
-/*
- * First fit over hundreds of packs walked them all in creation order; the
- * walk was what grew with the live set.  The packs now also sit in slots
- * in creation order under a max tree (the per-pack summary's idea, one
- * level up): the first slot whose leaf is at least n is found in
- * O(log packs).  A leaf is an upper bound of its pack's longest free run,
- * kept cheap on the hot path: a give-back raises it to the run it
- * creates (so it stays exact if it was), a take leaves it as it is, and a
- * search that finds a pack cannot fit after all lowers it to the truth and
- * goes on; each take makes at most one leaf stale, so the misses are paid
- * for in advance.
- */
-static void fits_set(struct ep__sub *pool, size_t slot, uint32_t v)
-{
-	size_t i = pool->cap_slots + slot;
-
-	pool->fits[i] = v;
-	for (i /= 2; i; i /= 2) {
-		uint32_t l = pool->fits[2 * i], r = pool->fits[2 * i + 1];
-		uint32_t m = l > r ? l : r;
-
-		if (pool->fits[i] == m)
-			break; /* the nodes above depend on nothing else */
-		pool->fits[i] = m;
-	}
-}
-
-static uint32_t fits_get(const struct ep__sub *pool, size_t slot)
-{
-	return pool->fits[pool->cap_slots + slot];
-}
-
-/* The first slot whose bound is at least n; SIZE_MAX when none. */
-static size_t fits_first(const struct ep__sub *pool, size_t n)
-{
-	if (!pool->cap_slots || pool->fits[1] < n)
-		return SIZE_MAX;
-	size_t i = 1;
-
-	while (i < pool->cap_slots)
-		i = pool->fits[2 * i] >= n ? 2 * i : 2 * i + 1;
-	return i - pool->cap_slots;
-}
-
-/*
- * Room for one more slot, made before a pack is mapped so that adding it
- * cannot fail: released packs' slots are squeezed out (order kept), and
- * the arrays doubled when the live packs fill more than half of them.
- */
-static int slots_reserve(struct ep__sub *pool)
-{
-	if (pool->nslots < pool->cap_slots)
-		return 0;
-	size_t cap = pool->cap_slots ? pool->cap_slots : 8;
-
-	if (pool->npacks >= cap / 2)
-		cap *= 2;
-	struct ep__pack **bs = malloc(cap * sizeof(*bs));
-	uint32_t *fits = calloc(2 * cap, sizeof(*fits));
-
-	if (!bs || !fits) {
-		free(bs);
-		free(fits);
-		return -ENOMEM;
-	}
-	size_t k = 0;
-
-	for (size_t i = 0; i < pool->nslots; i++) {
-		struct ep__pack *p = pool->by_slot[i];
-
-		if (!p)
-			continue;
-		fits[cap + k] = fits_get(pool, i);
-		p->slot = k;
-		bs[k++] = p;
-	}
-	for (size_t i = cap - 1; i >= 1; i--)
-		fits[i] = fits[2 * i] > fits[2 * i + 1] ? fits[2 * i] : fits[2 * i + 1];
-	free(pool->by_slot);
-	free(pool->fits);
-	pool->by_slot = bs;
-	pool->fits = fits;
-	pool->cap_slots = cap;
-	pool->nslots = k;
-	return 0;
-}
-
-static void slot_add(struct ep__sub *pool, struct ep__pack *p)
-{
-	p->slot = pool->nslots++;
-	pool->by_slot[p->slot] = p;
-	pool->npacks++;
-	fits_set(pool, p->slot, (uint32_t)p->nchunks);
-}
-
-static void slot_remove(struct ep__sub *pool, struct ep__pack *p)
-{
-	fits_set(pool, p->slot, 0);
-	pool->by_slot[p->slot] = NULL;
-	pool->npacks--;
-	while (pool->nslots && !pool->by_slot[pool->nslots - 1])
-		pool->nslots--; /* the newest went: its slot is reused */
-}
-
-/*
- * After chunks [pos, pos+n) of p were freed: the run they are part of is
- * the only new one, so the bound becomes the larger of the two.  The run's
- * ends are looked for in two words on each side only (a scan would cost
- * as much as the free stretch is long); an end not found there is taken
- * to be the pack's end, and no run is longer than the free chunks, so the
- * bound stays a bound.
- */
-static void fits_raise(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
-{
-	uint32_t b = fits_get(pool, p->slot);
-
-	if (b >= p->free_chunks)
-		return;
-	size_t lo = 0, hi = p->nchunks, end = pos + n;
-
-	if (pos) {
-		size_t w = (pos - 1) / 64;
-		uint64_t m = p->used[w] & (~(uint64_t)0 >> (63 - (pos - 1) % 64));
-
-		if (!m && w) {
-			w--;
-			m = p->used[w];
-		}
-		if (m)
-			lo = w * 64 + 64 - (size_t)__builtin_clzll(m);
-	}
-	if (end < p->nchunks) {
-		size_t w = end / 64;
-		uint64_t m = p->used[w] & (~(uint64_t)0 << (end % 64));
-
-		if (!m && w + 1 < EP__BITMAP_WORDS(p->nchunks)) {
-			w++;
-			m = p->used[w];
-		}
-		if (m)
-			hi = w * 64 + (size_t)__builtin_ctzll(m);
-	}
-	size_t run = hi - lo < p->free_chunks ? hi - lo : p->free_chunks;
-
-	if (run > b)
-		fits_set(pool, p->slot, (uint32_t)run);
-}
-
-/*
- * Kept for reuse (struct ep__pack): a stale lock-free free may still read
- * it, and sees another region address.  Its maps are clear (a pack is
- * released empty, every chunk given back and its state NONE); no stale code
- * address stays for memcheck's leak scan.
- */
-static void pack_spare(struct ep__sub *pool, struct ep__pack *p)
-{
-	EP_YIELD("pack spare");
-	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_RELEASE);
-	__atomic_store_n(&p->r.gen, 0, __ATOMIC_RELAXED);
-	p->r.rw = NULL;
-	p->r.size = p->r.committed = 0;
-	p->r.handle = 0;
-	p->r.sealed = 0;
-	p->next = pool->spare_packs;
-	pool->spare_packs = p;
-}
-
-static void pack_release(struct ep__sub *pool, struct ep__pack *p)
-{
-	slot_remove(pool, p);
-	range_remove(pool, &p->r);
-	ep__route_clear((uintptr_t)p->r.exec, p->r.size);
-	if (p->prev)
-		p->prev->next = p->next;
-	else
-		pool->head = p->next;
-	if (p->next)
-		p->next->prev = p->prev;
-	else
-		pool->tail = p->prev;
-	/* (bytes before packs: ep_pool_stats() reads them the other way) */
-	ep__tally(&pool->tally.commit_out, p->r.committed);
-	ep__tally(&pool->tally.packs_out, 1);
-	region_drop(pool, &p->r);
-	ep__fit_destroy(&p->fit);
-	pack_spare(pool, p);
-}
-
-static void pack_free(struct ep__pack *p)
-{
-	ep__fit_destroy(&p->fit);
-	free(p->used); /* (one block: see pack_get) */
-	free(p);
-}
-
-/* A pack struct with clear maps: a spare, or a new one. */
-static struct ep__pack *pack_get(struct ep__sub *pool)
-{
-	size_t nchunks = pool->pack_size / CHUNK, words = EP__BITMAP_WORDS(nchunks);
-	size_t sum = EP__BITMAP_WORDS(words);
-	struct ep__pack *p = pool->spare_packs;
-
-	/* used, start, done, done_sum; then the state, a byte a chunk */
-	size_t bytes = (3 * words + sum) * sizeof(uint64_t) + nchunks;
-
-	if (p) {
-		pool->spare_packs = p->next;
-		p->next = p->prev = NULL;
-		return p; /* (its maps are clear: see pack_spare()) */
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return NULL;
-	p->used = calloc(1, bytes);
-	if (!p->used) {
-		free(p);
-		return NULL;
-	}
-	p->start = p->used + words;
-	p->done = p->start + words;
-	p->done_sum = p->done + words;
-	p->state = (unsigned char *)(p->done_sum + sum);
-	p->heap = pool;
-	p->nchunks = nchunks;
-	return p;
-}
-
-static int pack_new(struct ep__sub *pool, size_t n, struct ep__pack **out)
-{
-	struct ep__pack *p = pack_get(pool);
-	int rc = -ENOMEM;
-
-	if (!p)
-		return -ENOMEM;
-	p->free_chunks = p->first_free = 0;
-	p->cached = 0;
-	if (range_reserve(pool) || slots_reserve(pool))
-		goto fail;
-	/* counted before its bytes are (ep_pool_stats(): pack_bytes never
-	 * exceeds packs times the pack size) */
-	ep__tally(&pool->tally.packs_in, 1);
-	if ((rc = ep__pack_map(pool, p, n))) /* (commit.c: sets nchunks) */
-		goto uncount;
-	if (ep__fit_init(&p->fit, p->used, p->nchunks) || (rc = seal_region(pool, &p->r))) {
-		ep__tally(&pool->tally.commit_out, p->r.committed);
-		rc = rc ? rc : -ENOMEM;
-		pool->ops->unmap(pool->be, &p->r);
-		goto uncount;
-	}
-	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, ep__route_pack(p)))) {
-		ep__tally(&pool->tally.commit_out, p->r.committed);
-		region_drop(pool, &p->r);
-		goto uncount;
-	}
-	p->r.gen = ep__fork_generation();
-	p->free_chunks = p->nchunks;
-	range_insert(pool, &p->r, p, NULL);
-	slot_add(pool, p);
-	p->prev = pool->tail;
-	if (pool->tail)
-		pool->tail->next = p;
-	else
-		pool->head = p;
-	pool->tail = p;
-	*out = p;
-	return 0;
-uncount:
-	ep__tally(&pool->tally.packs_out, 1);
-fail:
-	ep__fit_destroy(&p->fit);
-	pack_spare(pool, p);
-	return rc;
-}
-
-/*
- * First fit over packs in creation order; *pos gets the chunk index.  The
- * max tree over the packs finds the first that may fit n (see fits_set()),
- * and that pack's summary (bitmap.h) the lowest fitting run, however
- * fragmented the pack is.
- */
-static int pack_find(struct ep__sub *pool, size_t n, struct ep__pack **outp, size_t *pos)
-{
-	unsigned gen = ep__fork_generation();
-	size_t slot;
-
-	while ((slot = fits_first(pool, n)) != SIZE_MAX) {
-		struct ep__pack *p = pool->by_slot[slot];
-
-		if (p->free_chunks < n) {
-			fits_set(pool, slot, (uint32_t)p->free_chunks); /* still a bound */
-			continue;
-		}
-		if (p->r.sealed && p->r.gen != gen) {
-			/* inherited across fork and sealed: frozen for good */
-			fits_set(pool, slot, 0);
-			continue;
-		}
-		/* No chunk below first_free is free, so a long enough run that
-		 * starts there is the first fit: no need to consult the tree. */
-		size_t ff = p->first_free;
-
-		if (n <= p->nchunks - ff && ep__bitmap_next_set(p->used, ff + n, ff) >= ff + n) {
-			*outp = p;
-			*pos = ff;
-			return 0;
-		}
-		size_t longest, at;
-
-		ep__fit_flush(&p->fit, p->used);
-		if ((at = ep__fit_find(&p->fit, p->used, n, &longest)) >= p->fit.nbits) {
-			fits_set(pool, slot, (uint32_t)longest);
-			continue;
-		}
-		*outp = p;
-		*pos = at;
-		return 0;
-	}
-	/* No room in what is committed: the newest pack grows first (commit.c;
-	 * only the newest can be part-committed), then search again. */
-	if (pool->tail && ep__pack_grow(pool, pool->tail, n) == 0) {
-		fits_set(pool, pool->tail->slot, (uint32_t)pool->tail->free_chunks);
-		return pack_find(pool, n, outp, pos);
-	}
-	int rc = pack_new(pool, n, outp);
-
-	*pos = 0;
-	return rc;
-}
-
-static void pack_take(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n)
-{
-	if (p->cached) {
-		p->cached = 0;
-		if (pool->cached_pack == p)
-			pool->cached_pack = NULL;
-		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
-	}
-	ep__pack_write_begin(p);
-	ep__bitmap_set(p->start, pos, 1);
-	ep__bitmap_set(p->used, pos, n);
-	ep__pack_write_end(p);
-	ep__st_born(p, pos); /* (a record from the start: ep__heap_alloc() gives it one) */
-	ep__fit_mark(&p->fit, pos, n);
-	if (pos == p->first_free)
-		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
-	p->free_chunks -= n;
-	ep__tally(&pool->tally.used_in, n * CHUNK);
-}
-
-static void pack_emptied(struct ep__sub *pool, struct ep__pack *p);
-
-/* Chunks [pos, pos+n) are free again; the allocation starting at pos is
- * gone unless it only shrank (tail).  (counted: not for a remote free,
- * which counted itself; remote.c) */
-static void pack_give_back(struct ep__sub *pool, struct ep__pack *p, size_t pos, size_t n,
-			   bool counted, bool tail)
-{
-	ep__pack_write_begin(p);
-	ep__bitmap_clear(p->used, pos, n);
-	if (!tail)
-		ep__bitmap_clear(p->start, pos, 1);
-	ep__pack_write_end(p);
-	if (!tail)
-		ep__st_gone(p, pos);
-	ep__fit_mark(&p->fit, pos, n);
-	if (pos < p->first_free)
-		p->first_free = pos;
-	p->free_chunks += n;
-	fits_raise(pool, p, pos, n);
-	if (!counted)
-		ep__tally(&pool->tally.used_out, n * CHUNK);
-	if (p->free_chunks == p->nchunks)
-		pack_emptied(pool, p);
-}
-
-/*
- * An empty pack is kept against alloc/free churn: one per heap while its
- * thread runs (a thread that JITs and frees one program at a time would
- * otherwise map, fill and unmap a pack for each), one per pool otherwise;
- * a heap's is given back when its thread exits (ep__heap_trim()).  Others
- * are released; a sealed one cannot be.
- */
-static void pack_emptied(struct ep__sub *pool, struct ep__pack *p)
-{
-	size_t none = 0;
-
-	if (p->r.sealed) {
-		__atomic_fetch_add(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
-		p->cached = 1;
-	} else if (!pool->cached_pack && !ep__heap_orphaned(pool)) {
-		__atomic_fetch_add(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
-		p->cached = 1;
-		pool->cached_pack = p;
-	} else if (__atomic_compare_exchange_n(&pool->root->empty_packs, &none, 1, false,
-					       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-		p->cached = 1;
-		if (!pool->cached_pack)
-			pool->cached_pack = p;
-	} else {
-		pack_release(pool, p);
-	}
-}
-
-/* The heap's thread has exited: its empty pack goes, unless it is the last
- * one the pool keeps; and what other threads freed comes back. */
-void ep__heap_trim(struct ep__sub *pool)
-{
-	ep__lock(&pool->lock);
-	/* (seq_cst: after the thread's dead mark, against a lock-free free's
-	 * push then look at that mark; remote.c) */
-	EP_YIELD("remote list");
-	if (__atomic_load_n(&pool->remote, __ATOMIC_SEQ_CST))
-		ep__heap_drain(pool);
-	struct ep__pack *p = pool->cached_pack;
-
-	if (p && __atomic_load_n(&pool->root->empty_packs, __ATOMIC_RELAXED) > 1) {
-		p->cached = 0;
-		pool->cached_pack = NULL;
-		__atomic_fetch_sub(&pool->root->empty_packs, 1, __ATOMIC_RELAXED);
-		pack_release(pool, p);
-	}
-	ep__unlock(&pool->lock);
-}
-
-static size_t alloc_end(const struct ep__pack *p, size_t pos);
-
-/*
- * What other threads freed without the lock (remote.c) and refilled: give
- * it back.  A pack is taken off the list before its maps are read, so a
- * free that lands meanwhile queues the pack again.
- */
-void ep__heap_drain(struct ep__sub *pool)
-{
-	struct ep__pack *p = __atomic_exchange_n(&pool->remote, NULL, __ATOMIC_ACQUIRE);
-
-	while (p) {
-		struct ep__pack *next = p->rnext;
-		size_t nsum = EP__BITMAP_WORDS(EP__BITMAP_WORDS(p->nchunks));
-
-		__atomic_store_n(&p->queued, 0, __ATOMIC_SEQ_CST);
-		for (size_t i = 0; i < nsum; i++) {
-			uint64_t sum = __atomic_exchange_n(&p->done_sum[i], 0, __ATOMIC_ACQUIRE);
-
-			for (; sum; sum &= sum - 1) {
-				size_t w = i * 64 + (size_t)__builtin_ctzll(sum);
-				uint64_t d = __atomic_exchange_n(&p->done[w], 0, __ATOMIC_ACQUIRE);
-
-				for (; d; d &= d - 1) {
-					size_t c = w * 64 + (size_t)__builtin_ctzll(d);
-
-					pack_give_back(pool, p, c, alloc_end(p, c) - c, true, false);
-				}
-			}
-		}
-		p = next;
-	}
-}
-
-/* ---- records and staging buffers, reused ----------------------------------- */
-
-/* malloc() and free() for every program were a third of a small
- * alloc/finalize/free cycle; spares kept under the lock cost a few loads. */
-static struct ep__alloc *rec_get(struct ep__sub *pool)
-{
-	struct ep__alloc *a = pool->spare_recs;
-
-	if (!a)
-		return calloc(1, sizeof(*a));
-	pool->spare_recs = a->hnext;
-	pool->nspare_recs--;
-	a->hnext = NULL;
-	return a;
-}
-
-static void rec_put(struct ep__sub *pool, struct ep__alloc *a)
-{
-	if (pool->nspare_recs >= SPARE_RECORDS) {
-		free(a);
-		return;
-	}
-	/* zeroed now: ready for rec_get, and no stale code address lingers
-	 * for memcheck's leak scan (a struct copy: gcc turns a memset of this
-	 * size into "rep stos", a third of ep_free's time) */
-	static const struct ep__alloc zero;
-
-	*a = zero;
-	a->hnext = pool->spare_recs;
-	pool->spare_recs = a;
-	pool->nspare_recs++;
-}
-
-static int stash_class(size_t size)
-{
-	if (size <= CHUNK)
-		return 0;
-	int k = 64 - __builtin_clzll((unsigned long long)(size - 1)) - 6;
-
-	return k < STASH_CLASSES ? k : -1;
-}
-
-static unsigned char *stage_get(struct ep__sub *pool, size_t size, int *cls)
-{
-	int k = stash_class(size);
-
-	*cls = k;
-	if (k < 0)
-		return malloc(size);
-	if (pool->nstash[k])
-		return pool->stash[k][--pool->nstash[k]];
-	return malloc((size_t)CHUNK << k);
-}
-
-static void stage_put(struct ep__sub *pool, unsigned char *buf, int cls)
-{
-	if (!buf)
-		return;
-	if (cls >= 0 && pool->nstash[cls] < STASH_DEPTH)
-		pool->stash[cls][pool->nstash[cls]++] = buf;
-	else
-		free(buf);
-}
-
-static void hash_remove(struct ep__sub *pool, struct ep__alloc *a);
-
-/*
- * The limit counts what is reserved, exactly: a charge is taken when the
- * reservation exists (chunks found, a mapping made) and only if it fits
- * (compare-exchange, never an add that is undone, which would make another
- * thread's charge fail that fits), and given back before ep_free() returns.
- */
-static int charge(struct ep_pool *root, size_t bytes)
-{
-	EP_YIELD("limit charge");
-	size_t was = __atomic_load_n(&root->charged, __ATOMIC_RELAXED);
-
-	do {
-		if (bytes > root->limit || was > root->limit - bytes)
-			return -EPERM;
-	} while (!__atomic_compare_exchange_n(&root->charged, &was, was + bytes, true,
-					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
-	return 0;
-}
-
-static void uncharge(struct ep__sub *pool, size_t bytes)
-{
-	EP_YIELD("limit uncharge");
-	if (pool->limit)
-		__atomic_fetch_sub(&pool->root->charged, bytes, __ATOMIC_RELEASE);
-}
-
-/* A finalized pack allocation with nothing but its chunks to remember
- * gives its record up (see the top of this file).  Whether it has one. */
-static bool rec_settle(struct ep__sub *pool, struct ep__alloc *a)
-{
-	if (a->view)
-		return false;
-	if (!a->pack || a->staging || a->diag || a->offset)
-		return true;
-	hash_remove(pool, a);
-	rec_put(pool, a);
-	return false;
+				fn(h, &a->large);
 }
 
 /* The allocation is gone (its chunks or mapping already given back): its
  * diagnostics, its charge against the limit, and its record if it has one. */
-static void alloc_forget(struct ep__sub *pool, struct ep__alloc *a, bool unmapped)
+static void alloc_forget(struct ep__heap *h, struct ep__alloc *a, bool unmapped)
 {
 	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
-	ep__diag_free(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+	ep__diag_free(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 		      unmapped);
-	uncharge(pool, a->reserved);
-	ep__tally(&pool->tally.frees, 1);
-	if (!a->view) {
-		hash_remove(pool, a);
-		stage_put(pool, a->staging, a->stash_class);
-		rec_put(pool, a);
+	ep__uncharge(h, a->reserved);
+	ep__tally(&h->tally.frees, 1);
+	if (!a->norec) {
+		ep__hash_remove(h, a);
+		ep__stage_put(h, a->staging, a->stash_class);
+		ep__rec_put(h, a);
 	}
 }
-
-static void sub_lock(struct ep__sub *pool)
-{
-	ep__lock(&pool->lock);
-}
-
-/* ---- lookups -------------------------------------------------------------- */
-
-static struct ep__region *alloc_region(struct ep__alloc *a)
-{
-	return a->pack ? &a->pack->r : &a->large;
-}
-
-/* Offset of the reservation inside its region. */
-static size_t alloc_region_off(const struct ep__alloc *a)
-{
-	return a->pack ? a->chunk * CHUNK : 0;
-}
-
-/*
- * A pack allocation without a record, described in *v: it begins at chunk
- * pos and runs to the next start bit or free chunk, whichever is first.
- */
-static size_t alloc_end(const struct ep__pack *p, size_t pos)
-{
-	/* one pass over both maps: stop at a start bit or a clear used bit
-	 * (bits past nchunks are clear in used, so the scan stops there) */
-	for (size_t i = pos + 1; i < p->nchunks; i = (i / 64 + 1) * 64) {
-		size_t w = i / 64;
-		uint64_t stop = (p->start[w] | ~p->used[w]) & (~(uint64_t)0 << (i % 64));
-
-		if (stop) {
-			size_t e = w * 64 + (size_t)__builtin_ctzll(stop);
-
-			return e < p->nchunks ? e : p->nchunks;
-		}
-	}
-	return p->nchunks;
-}
-
-static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
-{
-	/* (the fields a pack allocation's paths read; the rest stay unset) */
-	v->hnext = NULL;
-	v->key = (uintptr_t)p->r.exec + pos * CHUNK;
-	v->exec = (void *)v->key;
-	v->pack = p;
-	v->chunk = pos;
-	v->reserved = (alloc_end(p, pos) - pos) * CHUNK;
-	v->offset = 0;
-	v->staging = NULL;
-	v->stash_class = -1;
-	v->view = 1;
-	v->diag = NULL;
-	return v;
-}
-
-/* Give a view a record of its own, to attach diagnostics to.  NULL without
- * memory for one: ep_set_name()/ep_set_unwind() then fail with -ENOMEM. */
-static struct ep__alloc *rec_keep(struct ep__sub *pool, struct ep__alloc *v)
-{
-	if (!v->view)
-		return v;
-	if (pool->nrecs + 1 > pool->hash_mask + 1 && hash_grow(pool))
-		return NULL;
-	struct ep__alloc *a = rec_get(pool);
-
-	if (!a)
-		return NULL;
-	*a = *v;
-	memset(&a->large, 0, sizeof(a->large)); /* never set in a view */
-	a->view = 0;
-	hash_insert(pool, a);
-	return a;
-}
-
-/* The live allocation whose handed-out bytes contain addr, or NULL; *v may
- * be filled in and returned (a view: no record). */
-static struct ep__alloc *alloc_containing(const struct ep__sub *pool, uintptr_t addr,
-					  struct ep__alloc *v)
-{
-	const struct ep__range *r = range_find(pool, addr);
-	struct ep__alloc *a;
-
-	if (!r)
-		return NULL;
-	if (r->large) {
-		a = r->large;
-	} else {
-		size_t c = (addr - r->lo) / CHUNK;
-
-		if (!ep__bitmap_test(r->pack->used, c))
-			return NULL;
-		size_t s = ep__bitmap_prev_set(r->pack->start, c);
-
-		if (s == SIZE_MAX)
-			return NULL;
-		a = hash_find(pool, r->lo + s * CHUNK);
-		if (!a) {
-			if (!ep__st_live(r->pack, s))
-				return NULL; /* an ep_free() under way (remote.c) */
-			a = alloc_view(r->pack, s, v);
-		}
-	}
-	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
-
-	return addr >= lo && addr < hi ? a : NULL;
-}
-
-/* The live allocation ep_alloc() returned as exec, or NULL; may be *v. */
-static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exec,
-				     struct ep__alloc *v)
-{
-	/* Usually exec is the key itself (or, with EP_F_RANDOMIZE, inside the
-	 * first chunk): one hash probe, then for a chunk-aligned address with
-	 * no record, its start bit.  A hash hit is only trusted for a record
-	 * with exactly this address. */
-	uintptr_t x = (uintptr_t)exec, key = x & ~(uintptr_t)(CHUNK - 1);
-	struct ep__alloc *a = hash_find(pool, key);
-
-	if (a && a->exec == exec)
-		return a;
-	if (!a && x == key) {
-		const struct ep__range *r = range_find(pool, x);
-
-		if (!r)
-			return NULL;
-		if (r->large) /* always a record, keyed by the mapping's start */
-			return r->large->exec == exec ? r->large : NULL;
-		size_t c = (x - r->lo) / CHUNK;
-
-		return ep__bitmap_test(r->pack->start, c) && ep__st_live(r->pack, c)
-			       ? alloc_view(r->pack, c, v)
-			       : NULL;
-	}
-	a = alloc_containing(pool, x, v);
-	return a && a->exec == exec ? a : NULL;
-}
-
 
 /*
  * A caller's fill runs with a heap locked (a new pack, a refill at free): a
@@ -985,59 +88,57 @@ static struct ep__alloc *alloc_exact(const struct ep__sub *pool, const void *exe
  */
 __thread int ep__in_fill __attribute__((tls_model("initial-exec")));
 
+
 static void fill_guarded(void *dst, size_t len, void *ctx)
 {
-	const struct ep__sub *first = ctx;
+	const struct ep__heap *first = ctx;
 
 	ep__in_fill++;
 	first->user_fill(dst, len, first->user_fill_ctx);
 	ep__in_fill--;
 }
 
-
-/* Lock, random seed, and a place in the list the fork handlers walk. */
-static void sub_start(struct ep__sub *pool)
+/* Lock and random seed. */
+static void heap_start(struct ep__heap *h)
 {
-	seed_random(pool);
-	ep__lock_init(&pool->lock);
+	seed_random(h);
+	ep__lock_init(&h->lock);
 	/* (read without the lock, by design: the counts by ep_pool_stats(),
 	 * the owner by an exiting thread and by frees from other threads) */
 	if (ep__under_valgrind()) {
-		VALGRIND_HG_DISABLE_CHECKING(&pool->tally, sizeof(pool->tally));
-		VALGRIND_HG_DISABLE_CHECKING(&pool->owner, sizeof(pool->owner));
+		VALGRIND_HG_DISABLE_CHECKING(&h->tally, sizeof(h->tally));
+		VALGRIND_HG_DISABLE_CHECKING(&h->owner, sizeof(h->owner));
 	}
-
-	ep__fork_track(pool);
 }
 
 /* Another heap on the same backend and settings as first. */
-struct ep__sub *ep__heap_clone(const struct ep__sub *first)
+struct ep__heap *ep__heap_clone(const struct ep__heap *first)
 {
-	struct ep__sub *pool = calloc(1, sizeof(*pool));
+	struct ep__heap *h = calloc(1, sizeof(*h));
 
-	if (!pool)
+	if (!h)
 		return NULL;
-	pool->hash = calloc(64, sizeof(*pool->hash));
-	if (!pool->hash) {
-		free(pool);
+	h->hash = calloc(64, sizeof(*h->hash));
+	if (!h->hash) {
+		free(h);
 		return NULL;
 	}
-	pool->hash_mask = 63;
-	pool->ops = first->ops;
-	pool->be = first->be;
-	pool->shares_backend = 1;
-	pool->fill = first->fill;
-	pool->fill_ctx = first->fill_ctx;
-	pool->flags = first->flags;
-	pool->limit = first->limit;
-	pool->pack_size = first->pack_size;
-	pool->page_size = first->page_size;
-	pool->root = first->root;
-	sub_start(pool);
-	return pool;
+	h->hash_mask = 63;
+	h->ops = first->ops;
+	h->be = first->be;
+	h->shares_backend = 1;
+	h->fill = first->fill;
+	h->fill_ctx = first->fill_ctx;
+	h->flags = first->flags;
+	h->limit = first->limit;
+	h->pack_size = first->pack_size;
+	h->page_size = first->page_size;
+	h->root = first->root;
+	heap_start(h);
+	return h;
 }
 
-int ep__heap_create(const struct ep_config *cfg_in, struct ep__sub **out)
+int ep__heap_create(const struct ep_config *cfg_in, struct ep__heap **out)
 {
 	struct ep_config cfg;
 	int rc;
@@ -1046,97 +147,92 @@ int ep__heap_create(const struct ep_config *cfg_in, struct ep__sub **out)
 		return -EINVAL;
 	*out = NULL;
 
-	struct ep__sub *pool = calloc(1, sizeof(*pool));
+	struct ep__heap *h = calloc(1, sizeof(*h));
 
-	if (!pool)
+	if (!h)
 		return -ENOMEM;
-	pool->hash = calloc(64, sizeof(*pool->hash));
-	if (!pool->hash) {
-		free(pool);
+	h->hash = calloc(64, sizeof(*h->hash));
+	if (!h->hash) {
+		free(h);
 		return -ENOMEM;
 	}
-	pool->hash_mask = 63;
-	rc = ep__config_open(cfg_in, -1, &cfg, pool);
+	h->hash_mask = 63;
+	rc = ep__config_open(cfg_in, -1, &cfg, h);
 	if (rc) {
-		free(pool->hash);
-		free(pool);
+		free(h->hash);
+		free(h);
 		return rc;
 	}
 #ifdef EP_TEST_HOOKS
-	pool->ops = ep__test_wrap_backend(pool->ops);
+	h->ops = ep__test_wrap_backend(h->ops);
 #endif
-	pool->page_size = pool->ops->page_size(pool->be);
-	pool->pack_size = cfg.pack_size ? cfg.pack_size : pool->ops->default_pack_size(pool->be);
-	pool->fill = ep__fill_default;
+	h->page_size = h->ops->page_size(h->be);
+	h->pack_size = cfg.pack_size ? cfg.pack_size : h->ops->default_pack_size(h->be);
+	h->fill = ep__fill_default;
 	if (cfg.fill) {
-		pool->user_fill = cfg.fill;
-		pool->user_fill_ctx = cfg.fill_ctx;
-		pool->fill = fill_guarded;
-		pool->fill_ctx = pool;
+		h->user_fill = cfg.fill;
+		h->user_fill_ctx = cfg.fill_ctx;
+		h->fill = fill_guarded;
+		h->fill_ctx = h;
 	}
-	pool->flags = cfg.flags;
-	pool->limit = cfg.limit;
-	sub_start(pool);
-	*out = pool;
+	h->flags = cfg.flags;
+	h->limit = cfg.limit;
+	heap_start(h);
+	*out = h;
 	return 0;
 }
 
-void ep__heap_destroy(struct ep__sub *pool)
+void ep__heap_destroy(struct ep__heap *h)
 {
-	if (!pool)
+	if (!h)
 		return;
-	ep__fork_untrack(pool);
-	ep__thread_put(pool->owner);
-	for (size_t i = 0; i <= pool->hash_mask; i++) {
-		for (struct ep__alloc *a = pool->hash[i], *n; a; a = n) {
+	for (size_t i = 0; i <= h->hash_mask; i++) {
+		for (struct ep__alloc *a = h->hash[i], *n; a; a = n) {
 			n = a->hnext;
 			ep__diag_forget(&a->diag); /* diag.c: name, libunwind */
 			if (!a->pack) {
 				ep__route_clear((uintptr_t)a->large.exec, a->large.size);
-				region_drop(pool, &a->large);
+				ep__region_drop(h, &a->large);
 			}
 			free(a->staging);
 			free(a);
 		}
 	}
-	while (pool->head) {
-		struct ep__pack *p = pool->head;
+	while (h->head) {
+		struct ep__pack *p = h->head;
 
-		pool->head = p->next;
+		h->head = p->next;
 		ep__route_clear((uintptr_t)p->r.exec, p->r.size);
-		region_drop(pool, &p->r);
-		pack_free(p);
+		ep__region_drop(h, &p->r);
+		ep__pack_free(p);
 	}
-	while (pool->spare_packs) {
-		struct ep__pack *p = pool->spare_packs;
+	while (h->spare_packs) {
+		struct ep__pack *p = h->spare_packs;
 
-		pool->spare_packs = p->next;
-		pack_free(p);
+		h->spare_packs = p->next;
+		ep__pack_free(p);
 	}
 	for (int k = 0; k < STASH_CLASSES; k++)
-		for (unsigned i = 0; i < pool->nstash[k]; i++)
-			free(pool->stash[k][i]);
-	for (struct ep__alloc *a = pool->spare_recs, *n; a; a = n) {
+		for (unsigned i = 0; i < h->nstash[k]; i++)
+			free(h->stash[k][i]);
+	for (struct ep__alloc *a = h->spare_recs, *n; a; a = n) {
 		n = a->hnext;
 		free(a);
 	}
-	ep__diag_pool_destroy(pool); /* diag.c: the pool's memcheck mempool */
-	if (!pool->shares_backend)
-		pool->ops->close(pool->be);
-	ep__lock_destroy(&pool->lock);
+	ep__diag_pool_destroy(h); /* diag.c: the pool's memcheck mempool */
+	if (!h->shares_backend)
+		h->ops->close(h->be);
+	ep__lock_destroy(&h->lock);
 	if (ep__under_valgrind()) {
-		VALGRIND_HG_ENABLE_CHECKING(&pool->tally, sizeof(pool->tally));
-		VALGRIND_HG_ENABLE_CHECKING(&pool->owner, sizeof(pool->owner));
+		VALGRIND_HG_ENABLE_CHECKING(&h->tally, sizeof(h->tally));
+		VALGRIND_HG_ENABLE_CHECKING(&h->owner, sizeof(h->owner));
 	}
-	free(pool->by_slot);
-	free(pool->fits);
-	free(pool->ranges);
-	free(pool->hash);
-	free(pool);
+	free(h->by_slot);
+	free(h->fits);
+	free(h->ranges);
+	free(h->hash);
+	free(h);
 }
-
-
-/* ---- a heap's calls ------------------------------------------------------- */
 
 /*
  * Every call on an existing allocation finds it with the heap's lock held,
@@ -1155,118 +251,118 @@ static void alloc_leave(struct ep__pack *p, size_t c, bool rec)
 		ep__st_leave(p, c, rec);
 }
 
-int ep__heap_alloc(struct ep__sub *pool, size_t size, struct ep_image *out)
+int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 {
-	if (!pool || !out || size == 0)
+	if (!h || !out || size == 0)
 		return -EINVAL;
 	if (size > SIZE_MAX / 2)
 		return -ENOMEM;
 
-	bool large = size > pool->pack_size;
-	size_t want = size + ((pool->flags & EP_F_RANDOMIZE) ? RANDOMIZE_SLACK : 0);
+	bool large = size > h->pack_size;
+	size_t want = size + ((h->flags & EP_F_RANDOMIZE) ? RANDOMIZE_SLACK : 0);
 	size_t reserved;
 
 	if (large)
-		reserved = round_up(want, pool->page_size);
+		reserved = ep__round_up(want, h->page_size);
 	else
-		reserved = round_up(want < pool->pack_size ? want : pool->pack_size, CHUNK);
+		reserved = ep__round_up(want < h->pack_size ? want : h->pack_size, CHUNK);
 
 	struct ep__alloc *a = NULL;
 	int rc;
-	size_t limit = pool->limit;
+	size_t limit = h->limit;
 
 	if (limit && reserved > limit)
 		return -EPERM; /* could never fit */
-	sub_lock(pool);
-	ep__heap_drain_check(pool);
-	if (pool->nrecs + 1 > (pool->hash_mask + 1) && (rc = hash_grow(pool)))
+	ep__lock(&h->lock);
+	ep__remote_drain_check(h);
+	if (h->nrecs + 1 > (h->hash_mask + 1) && (rc = ep__hash_grow(h)))
 		goto fail;
 	rc = -ENOMEM;
-	a = rec_get(pool);
+	a = ep__rec_get(h);
 	if (!a)
 		goto fail;
-	a->staging = stage_get(pool, reserved, &a->stash_class);
+	a->staging = ep__stage_get(h, reserved, &a->stash_class);
 	if (!a->staging)
 		goto fail;
 
 	if (large) {
-		if ((rc = range_reserve(pool)))
+		if ((rc = ep__range_reserve(h)))
 			goto fail;
-		rc = pool->ops->map(pool->be, reserved, pool->fill, pool->fill_ctx, &a->large);
+		rc = h->ops->map(h->be, reserved, h->fill, h->fill_ctx, &a->large);
 		if (rc)
 			goto fail;
-		if (limit && (rc = charge(pool->root, reserved))) {
-			region_drop(pool, &a->large);
+		if (limit && (rc = ep__charge(h->root, reserved))) {
+			ep__region_drop(h, &a->large);
 			goto fail;
 		}
-		if ((rc = seal_region(pool, &a->large)) ||
-		    (rc = ep__route_set((uintptr_t)a->large.exec, a->large.size, pool))) {
-			region_drop(pool, &a->large);
-			uncharge(pool, reserved);
+		if ((rc = ep__region_seal(h, &a->large)) ||
+		    (rc = ep__route_set((uintptr_t)a->large.exec, a->large.size, h))) {
+			ep__region_drop(h, &a->large);
+			ep__uncharge(h, reserved);
 			goto fail;
 		}
 		a->large.gen = ep__fork_generation();
 		a->key = (uintptr_t)a->large.exec;
-		range_insert(pool, &a->large, NULL, a);
-		ep__tally(&pool->tally.large_in, 1);
-		ep__tally(&pool->tally.lbytes_in, a->large.size);
+		ep__range_insert(h, &a->large, NULL, a);
+		ep__tally(&h->tally.large_in, 1);
+		ep__tally(&h->tally.lbytes_in, a->large.size);
 	} else {
 		struct ep__pack *p;
 		size_t n = reserved / CHUNK, pos;
 
-		if ((rc = pack_find(pool, n, &p, &pos)))
+		if ((rc = ep__pack_find(h, n, &p, &pos)))
 			goto fail;
-		if (limit && (rc = charge(pool->root, reserved))) {
+		if (limit && (rc = ep__charge(h->root, reserved))) {
 			if (!p->cached && p->free_chunks == p->nchunks)
-				pack_emptied(pool, p); /* made for this request */
+				ep__pack_emptied(h, p); /* made for this request */
 			goto fail;
 		}
-		pack_take(pool, p, pos, n);
+		ep__pack_take(h, p, pos, n);
 		a->pack = p;
 		a->chunk = pos;
 		a->key = (uintptr_t)p->r.exec + pos * CHUNK;
 	}
-	if (pool->flags & EP_F_RANDOMIZE) {
+	if (h->flags & EP_F_RANDOMIZE) {
 		size_t slack = reserved - size, slots = slack / 16 + 1;
 
 		if (!large && slots > CHUNK / 16)
 			slots = CHUNK / 16; /* keep exec inside the first chunk */
-		a->offset = (size_t)(next_random(pool) % slots) * 16;
+		a->offset = (size_t)(next_random(h) % slots) * 16;
 	}
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
-	hash_insert(pool, a);
-	ep__tally(&pool->tally.allocs, 1);
+	ep__hash_insert(h, a);
+	ep__tally(&h->tally.allocs, 1);
 
 	unsigned char *staging = a->staging;
 
 	out->exec = a->exec;
 	out->rw = staging + a->offset;
 	out->size = reserved - a->offset;
-	ep__diag_alloc(pool, a->exec, out->size); /* diag.c: memcheck mempool chunk */
-	ep__unlock(&pool->lock);
+	ep__diag_alloc(h, a->exec, out->size); /* diag.c: memcheck mempool chunk */
+	ep__unlock(&h->lock);
 	/* staging is private until this call returns: fill it unlocked */
-	pool->fill(staging, reserved, pool->fill_ctx);
+	h->fill(staging, reserved, h->fill_ctx);
 	return 0;
 fail:
 	if (a) {
-		stage_put(pool, a->staging, a->stash_class);
-		rec_put(pool, a);
+		ep__stage_put(h, a->staging, a->stash_class);
+		ep__rec_put(h, a);
 	}
-	ep__unlock(&pool->lock);
+	ep__unlock(&h->lock);
 	return rc;
 }
 
-int ep__heap_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
+int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len)
 {
-	if (!pool || !dst || (!src && len))
+	if (!h || !dst || (!src && len))
 		return -EINVAL;
 
 	int rc;
 	struct ep__alloc view;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_containing(pool, (uintptr_t)dst, &view);
+	ep__lock(&h->lock);
+	struct ep__alloc *a = ep__alloc_containing(h, (uintptr_t)dst, &view);
 	uintptr_t d = (uintptr_t)dst;
 
 	if (!a || len > a->key + a->reserved - d) {
@@ -1277,61 +373,61 @@ int ep__heap_write(struct ep__sub *pool, void *dst, const void *src, size_t len)
 		} else if (a->staging) {
 			memcpy(a->staging + (d - a->key), src, len);
 		} else {
-			struct ep__region *r = alloc_region(a);
+			struct ep__region *r = ep__alloc_region(a);
 
-			rc = ep__own_region(pool, r);
+			rc = ep__own_region(h, r);
 			EP_YIELD("code write");
 			if (!rc)
-				rc = pool->ops->write(pool->be, r, d - (uintptr_t)r->exec, src, len);
+				rc = h->ops->write(h->be, r, d - (uintptr_t)r->exec, src, len);
 			if (!rc)
-				code_changed(dst, len);
+				ep__code_changed(dst, len);
 		}
-		alloc_leave(a->pack, a->chunk, !a->view);
+		alloc_leave(a->pack, a->chunk, !a->norec);
 	}
-	ep__unlock(&pool->lock);
+	ep__unlock(&h->lock);
 	return rc;
 }
 
 /* ep_finalize()'s work: one bulk copy, then one coherence step for the
  * whole range. */
-static int copy_in(struct ep__sub *pool, struct ep__alloc *a)
+static int copy_in(struct ep__heap *h, struct ep__alloc *a)
 {
 	EP_YIELD("code write");
-	int rc = pool->ops->write(pool->be, alloc_region(a), alloc_region_off(a), a->staging,
+	int rc = h->ops->write(h->be, ep__alloc_region(a), ep__alloc_region_off(a), a->staging,
 				  a->reserved);
 
 	if (rc)
 		return rc;
-	code_changed((void *)a->key, a->reserved);
+	ep__code_changed((void *)a->key, a->reserved);
 	/* diag.c: libunwind registration, perf map, memcheck */
-	ep__diag_finalize(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-			  pool->flags);
+	ep__diag_finalize(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			  h->flags);
 	return 0;
 }
 
 /* ep_free()'s work on a finalized pack allocation: traps where it was, so
  * that a stale jump there stops. */
-static int refill(struct ep__sub *pool, struct ep__alloc *a)
+static int refill(struct ep__heap *h, struct ep__alloc *a)
 {
 	EP_YIELD("code write");
-	int rc = pool->ops->fill(pool->be, &a->pack->r, a->chunk * CHUNK, a->reserved, pool->fill,
-				 pool->fill_ctx);
+	int rc = h->ops->fill(h->be, &a->pack->r, a->chunk * CHUNK, a->reserved, h->fill,
+				 h->fill_ctx);
 
 	if (!rc)
-		code_changed((void *)a->key, a->reserved);
+		ep__code_changed((void *)a->key, a->reserved);
 	return rc;
 }
 
-int ep__heap_finalize(struct ep__sub *pool, void *exec)
+int ep__heap_finalize(struct ep__heap *h, void *exec)
 {
-	if (!pool || !exec)
+	if (!h || !exec)
 		return -EINVAL;
 
 	int rc;
 	struct ep__alloc view;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+	ep__lock(&h->lock);
+	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
 
 	if (!a || !a->staging) {
 		rc = -EINVAL; /* not live, or finalized already */
@@ -1342,32 +438,32 @@ int ep__heap_finalize(struct ep__sub *pool, void *exec)
 	struct ep__pack *p = a->pack;
 	size_t c = a->chunk;
 
-	rc = ep__own_region(pool, alloc_region(a));
+	rc = ep__own_region(h, ep__alloc_region(a));
 	if (!rc)
-		rc = copy_in(pool, a);
+		rc = copy_in(h, a);
 	if (rc) {
 		/* staging kept: nothing is lost, the caller may retry or free */
 		alloc_leave(p, c, true);
 		goto out;
 	}
-	stage_put(pool, a->staging, a->stash_class);
+	ep__stage_put(h, a->staging, a->stash_class);
 	a->staging = NULL;
-	alloc_leave(p, c, rec_settle(pool, a));
+	alloc_leave(p, c, ep__rec_settle(h, a));
 out:
-	ep__unlock(&pool->lock);
+	ep__unlock(&h->lock);
 	return rc;
 }
 
-int ep__heap_free(struct ep__sub *pool, void *exec)
+int ep__heap_free(struct ep__heap *h, void *exec)
 {
-	if (!pool || !exec)
+	if (!h || !exec)
 		return -EINVAL;
 
 	int rc = 0;
 	struct ep__alloc view;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+	ep__lock(&h->lock);
+	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
 
 	if (!a || (rc = alloc_enter(a))) {
 		rc = -EINVAL;
@@ -1376,35 +472,35 @@ int ep__heap_free(struct ep__sub *pool, void *exec)
 	if (a->pack) {
 		if (!a->staging) {
 			/* finalized: refill so a stale jump here traps */
-			rc = ep__own_region(pool, &a->pack->r);
+			rc = ep__own_region(h, &a->pack->r);
 			if (!rc)
-				rc = refill(pool, a);
+				rc = refill(h, a);
 			if (rc) {
 				/* still live and intact; the caller may retry */
-				alloc_leave(a->pack, a->chunk, !a->view);
+				alloc_leave(a->pack, a->chunk, !a->norec);
 				goto out;
 			}
 		}
-		pack_give_back(pool, a->pack, a->chunk, a->reserved / CHUNK, false, false);
+		ep__pack_give_back(h, a->pack, a->chunk, a->reserved / CHUNK, false, false);
 	} else {
-		if (a->large.sealed && (rc = ep__own_region(pool, &a->large)))
+		if (a->large.sealed && (rc = ep__own_region(h, &a->large)))
 			goto out; /* its refill could not be done: still live */
-		range_remove(pool, &a->large);
+		ep__range_remove(h, &a->large);
 		ep__route_clear((uintptr_t)a->large.exec, a->large.size);
-		ep__tally(&pool->tally.large_out, 1);
-		ep__tally(&pool->tally.lbytes_out, a->large.size);
+		ep__tally(&h->tally.large_out, 1);
+		ep__tally(&h->tally.lbytes_out, a->large.size);
 		void *gone = a->large.exec;
 		size_t len = a->large.size;
 
-		region_drop(pool, &a->large);
+		ep__region_drop(h, &a->large);
 		/* unmapped: nothing for the CPU's caches; Valgrind must not run
 		 * its old translations of whatever is mapped here next */
 		if (ep__under_valgrind())
 			VALGRIND_DISCARD_TRANSLATIONS(gone, len);
 	}
-	alloc_forget(pool, a, a->pack == NULL);
+	alloc_forget(h, a, a->pack == NULL);
 out:
-	ep__unlock(&pool->lock);
+	ep__unlock(&h->lock);
 	return rc;
 }
 
@@ -1417,69 +513,67 @@ out:
  * its mapping: whole pages past size are refilled and no longer handed out
  * or charged, but stay mapped until ep_free() (ep_shrink(3)).
  */
-int ep__heap_shrink(struct ep__sub *pool, void *exec, size_t size)
+int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 {
-	if (!pool || !exec || size == 0)
+	if (!h || !exec || size == 0)
 		return -EINVAL;
 
 	int rc = 0;
 	struct ep__alloc view;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+	ep__lock(&h->lock);
+	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
 
 	if (!a || size > a->reserved - a->offset) {
 		rc = -EINVAL; /* not live, or a size it never had: never grows */
 		goto out;
 	}
-	size_t keep = round_up(a->offset + size, a->pack ? CHUNK : pool->page_size);
+	size_t keep = ep__round_up(a->offset + size, a->pack ? CHUNK : h->page_size);
 
 	if (keep >= a->reserved)
 		goto out; /* nothing whole to give back */
 	if ((rc = alloc_enter(a)))
 		goto out;
 	size_t cut = a->reserved - keep;
-	struct ep__region *r = alloc_region(a);
+	struct ep__region *r = ep__alloc_region(a);
 
 	if (!a->staging) {
-		rc = ep__own_region(pool, r);
+		rc = ep__own_region(h, r);
 		EP_YIELD("code write");
 		if (!rc)
-			rc = pool->ops->fill(pool->be, r, alloc_region_off(a) + keep, cut, pool->fill,
-					     pool->fill_ctx);
+			rc = h->ops->fill(h->be, r, ep__alloc_region_off(a) + keep, cut, h->fill,
+					     h->fill_ctx);
 		if (rc) {
-			alloc_leave(a->pack, a->chunk, !a->view);
+			alloc_leave(a->pack, a->chunk, !a->norec);
 			goto out; /* still whole and intact */
 		}
-		code_changed((void *)(a->key + keep), cut);
+		ep__code_changed((void *)(a->key + keep), cut);
 	}
-	ep__diag_shrink(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-			a->key + keep - (uintptr_t)a->exec, pool->flags);
+	ep__diag_shrink(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+			a->key + keep - (uintptr_t)a->exec, h->flags);
 	if (a->pack)
-		pack_give_back(pool, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false, true);
+		ep__pack_give_back(h, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false, true);
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
-	uncharge(pool, cut);
-	alloc_leave(a->pack, a->chunk, !a->view);
+	ep__uncharge(h, cut);
+	alloc_leave(a->pack, a->chunk, !a->norec);
 out:
-	ep__unlock(&pool->lock);
+	ep__unlock(&h->lock);
 	return rc;
 }
-
-/* ---- diagnostics (diag.c) -------------------------------------------------- */
 
 /*
  * Attach a name or unwind info: the allocation at exec, entered, gets a
  * record (diag.c keeps a pointer in it) and fn is called with the heap
  * locked; the record goes again if nothing was attached after all.
  */
-static int with_record(struct ep__sub *pool, void *exec,
-		       int (*fn)(struct ep__sub *, struct ep__alloc *, void *), void *arg)
+static int with_record(struct ep__heap *h, void *exec,
+		       int (*fn)(struct ep__heap *, struct ep__alloc *, void *), void *arg)
 {
 	struct ep__alloc view;
 	int rc;
 
-	sub_lock(pool);
-	struct ep__alloc *a = alloc_exact(pool, exec, &view);
+	ep__lock(&h->lock);
+	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
 
 	if (!a || (rc = alloc_enter(a))) {
 		rc = -EINVAL;
@@ -1487,32 +581,32 @@ static int with_record(struct ep__sub *pool, void *exec,
 	}
 	struct ep__pack *p = a->pack;
 	size_t c = a->chunk;
-	struct ep__alloc *kept = rec_keep(pool, a);
+	struct ep__alloc *kept = ep__rec_keep(h, a);
 
 	if (!kept) {
 		alloc_leave(p, c, false); /* (only a view lacks one) */
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = fn(pool, kept, arg);
-	alloc_leave(p, c, rec_settle(pool, kept));
+	rc = fn(h, kept, arg);
+	alloc_leave(p, c, ep__rec_settle(h, kept));
 out:
-	ep__unlock(&pool->lock);
+	ep__unlock(&h->lock);
 	return rc;
 }
 
-static int name_it(struct ep__sub *pool, struct ep__alloc *a, void *arg)
+static int name_it(struct ep__heap *h, struct ep__alloc *a, void *arg)
 {
-	return ep__diag_set_name(pool, &a->diag, a->exec,
+	return ep__diag_set_name(h, &a->diag, a->exec,
 				 a->key + a->reserved - (uintptr_t)a->exec, !a->staging,
-				 pool->flags, arg);
+				 h->flags, arg);
 }
 
-int ep__heap_set_name(struct ep__sub *pool, void *exec, const char *name)
+int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name)
 {
-	if (!pool || !exec || !name)
+	if (!h || !exec || !name)
 		return -EINVAL;
-	return with_record(pool, exec, name_it, (void *)name);
+	return with_record(h, exec, name_it, (void *)name);
 }
 
 struct unwind_args {
@@ -1520,22 +614,23 @@ struct unwind_args {
 	size_t prologue, frame;
 };
 
-static int unwind_it(struct ep__sub *pool, struct ep__alloc *a, void *arg)
+
+static int unwind_it(struct ep__heap *h, struct ep__alloc *a, void *arg)
 {
 	const struct unwind_args *u = arg;
 
-	(void)pool;
+	(void)h;
 	return ep__diag_set_unwind(&a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 				   !a->staging, u->kind, u->prologue, u->frame);
 }
 
-int ep__heap_set_unwind(struct ep__sub *pool, void *exec, int kind, size_t prologue,
+int ep__heap_set_unwind(struct ep__heap *h, void *exec, int kind, size_t prologue,
 			 size_t frame)
 {
-	if (!pool || !exec)
+	if (!h || !exec)
 		return -EINVAL;
 
 	struct unwind_args u = { kind, prologue, frame };
 
-	return with_record(pool, exec, unwind_it, &u);
+	return with_record(h, exec, unwind_it, &u);
 }

@@ -15,6 +15,11 @@
 #define EP__DEFAULT_PACK_SIZE ((size_t)2 << 20)
 #define EP__MAX_PACK_SIZE ((size_t)1 << 30)
 
+static inline size_t ep__round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
 /* pages.c: the base page size of the running kernel (4, 16 or 64 KiB), and
  * the size of the huge pages vm.nr_hugepages reserves (its PMD size: 2 MiB
  * with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB with 64 KiB). */

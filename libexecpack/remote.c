@@ -15,14 +15,14 @@
  *      the free in the heap's remote counts (the stats read them);
  *   4. marks it done and queues the pack on the heap's remote list.
  * The chunks stay used until the owner, holding its lock, gives them back
- * on its next allocation (ep__heap_drain()): nothing can be allocated over
+ * on its next allocation (ep__remote_drain()): nothing can be allocated over
  * code still being refilled.  An allocation with a record (REC), a large
  * mapping, a copy not yet made after fork() or Valgrind take the lock.
  *
  * The owner's exit against a free queued here (a store then a load on each
  * side): the free pushes on h->remote, then reads whether the heap has lost
  * its thread; the exiting thread marks its record dead, then drains what
- * is queued (ep__heap_trim()).  All four accesses are seq_cst, so at least
+ * is queued (thread.c).  All four accesses are seq_cst, so at least
  * one of the two sees the other's store and the chunks come back.
  */
 #include "config.h"
@@ -31,7 +31,12 @@
 #include <sched.h>
 
 #include "alloc-state.h"
-#include "pool.h"
+#include "limit.h"
+#include "lock.h"
+#include "lookup.h"
+#include "pack.h"
+#include "remote.h"
+#include "thread.h"
 #include "track.h"
 
 /* alloc_end() of heap.c, on maps the owner may be changing: retried while
@@ -66,7 +71,7 @@ static size_t racy_end(const struct ep__pack *p, size_t pos)
 	}
 }
 
-static void queue(struct ep__sub *h, struct ep__pack *p, size_t c)
+static void queue(struct ep__heap *h, struct ep__pack *p, size_t c)
 {
 	size_t w = c / 64;
 
@@ -87,7 +92,7 @@ static void queue(struct ep__sub *h, struct ep__pack *p, size_t c)
 
 int ep__remote_free(struct ep__pack *p, void *exec)
 {
-	struct ep__sub *h = p->heap;
+	struct ep__heap *h = p->heap;
 	uintptr_t x = (uintptr_t)exec;
 	uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE);
 
@@ -99,8 +104,8 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	int rc = 1;
 
 	EP_YIELD("remote inflight");
-	__atomic_add_fetch(&h->rf_inflight, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&h->rf_gate, __ATOMIC_SEQ_CST))
+	__atomic_add_fetch(&h->remote_inflight, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&h->remote_gated, __ATOMIC_SEQ_CST))
 		goto out; /* fork() under way: the lock waits for it */
 	if ((rc = ep__st_claim_free(p, c)))
 		goto out; /* a record (1: the lock's path), or not live */
@@ -121,34 +126,63 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 		goto out; /* the lock's path tries again and says why */
 	}
 	ep__sync_icache((void *)x, len);
-	if (h->limit) {
-		EP_YIELD("limit uncharge");
-		__atomic_fetch_sub(&h->root->charged, len, __ATOMIC_RELEASE);
-	}
+	ep__uncharge(h, len);
 	EP_YIELD("remote counts");
-	__atomic_fetch_add(&h->rused_out, len, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&h->rfrees, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&h->remote_used_out, len, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&h->remote_frees, 1, __ATOMIC_RELEASE);
 	queue(h, p, c);
 out:
-	__atomic_sub_fetch(&h->rf_inflight, 1, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&h->remote_inflight, 1, __ATOMIC_RELEASE);
 	/* the heap's thread has exited: nobody would give the chunks back
 	 * soon, so this free does, under the lock */
 	if (rc == 0 && ep__heap_orphaned(h)) {
 		ep__lock(&h->lock);
-		ep__heap_drain(h);
+		ep__remote_drain(h);
 		ep__unlock(&h->lock);
 	}
 	return rc;
 }
 
-void ep__remote_gate(struct ep__sub *h)
+/*
+ * What other threads freed without the lock (remote.c) and refilled: give
+ * it back.  A pack is taken off the list before its maps are read, so a
+ * free that lands meanwhile queues the pack again.
+ */
+void ep__remote_drain(struct ep__heap *h)
 {
-	__atomic_store_n(&h->rf_gate, 1, __ATOMIC_SEQ_CST);
-	for (unsigned spins = 0; __atomic_load_n(&h->rf_inflight, __ATOMIC_SEQ_CST); spins++)
+	struct ep__pack *p = __atomic_exchange_n(&h->remote, NULL, __ATOMIC_ACQUIRE);
+
+	while (p) {
+		struct ep__pack *next = p->rnext;
+		size_t nsum = EP__BITMAP_WORDS(EP__BITMAP_WORDS(p->nchunks));
+
+		__atomic_store_n(&p->queued, 0, __ATOMIC_SEQ_CST);
+		for (size_t i = 0; i < nsum; i++) {
+			uint64_t sum = __atomic_exchange_n(&p->done_sum[i], 0, __ATOMIC_ACQUIRE);
+
+			for (; sum; sum &= sum - 1) {
+				size_t w = i * 64 + (size_t)__builtin_ctzll(sum);
+				uint64_t d = __atomic_exchange_n(&p->done[w], 0, __ATOMIC_ACQUIRE);
+
+				for (; d; d &= d - 1) {
+					size_t c = w * 64 + (size_t)__builtin_ctzll(d);
+
+					ep__pack_give_back(h, p, c, ep__alloc_end(p, c) - c, true, false);
+				}
+			}
+		}
+		p = next;
+	}
+}
+
+void ep__remote_gate(struct ep__heap *h)
+{
+	__atomic_store_n(&h->remote_gated, 1, __ATOMIC_SEQ_CST);
+	for (unsigned spins = 0; __atomic_load_n(&h->remote_inflight, __ATOMIC_SEQ_CST); spins++)
 		EP_WAIT(spins, "remote gate");
 }
 
-void ep__remote_ungate(struct ep__sub *h)
+void ep__remote_ungate(struct ep__heap *h)
 {
-	__atomic_store_n(&h->rf_gate, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->remote_gated, 0, __ATOMIC_RELEASE);
 }

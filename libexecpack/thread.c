@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool.h"
+#include "fork.h"
+#include "heap.h"
+#include "lock.h"
+#include "pack.h"
+#include "remote.h"
+#include "thread.h"
 #include "track.h"
-struct ep__thread {
-	unsigned refs; /* atomic */
-	int dead;      /* atomic */
-	struct ep__thread *next; /* among the spares (g_spare_lock) */
-};
 
 static pthread_key_t g_thread_key;
 static bool g_thread_key_made;                 /* ep__thread_key_lock (fork.c) */
@@ -45,17 +45,20 @@ void ep__thread_put(struct ep__thread *t)
 	}
 }
 
-bool ep__thread_dead(const struct ep__thread *t)
+/* The thread has exited: what other threads freed of its heap comes back,
+ * and the empty pack it kept goes. */
+static void trim_if_mine(struct ep__heap *h, void *t)
 {
-	EP_YIELD("thread dead?");
-	/* (seq_cst: the exit's handshake with a lock-free free, remote.c) */
-	return __atomic_load_n(&t->dead, __ATOMIC_SEQ_CST);
-}
-
-static void trim_if_mine(struct ep__sub *h, void *t)
-{
-	if (__atomic_load_n(&h->owner, __ATOMIC_RELAXED) == t)
-		ep__heap_trim(h);
+	if (__atomic_load_n(&h->owner, __ATOMIC_RELAXED) != t)
+		return;
+	ep__lock(&h->lock);
+	/* (seq_cst: after the thread's dead mark, against a lock-free free's
+	 * push then look at that mark; remote.c) */
+	EP_YIELD("remote list");
+	if (__atomic_load_n(&h->remote, __ATOMIC_SEQ_CST))
+		ep__remote_drain(h);
+	ep__pack_trim(h);
+	ep__unlock(&h->lock);
 }
 
 static void thread_exit(void *arg)
@@ -121,10 +124,10 @@ static struct ep__thread *thread_self(void)
  * (EXECPACK_HEAPS, or a backend whose calls must not overlap) threads share
  * the heaps there are.  NULL without memory.
  */
-static struct ep__sub *heap_claim(struct ep_pool *pool)
+static struct ep__heap *heap_claim(struct ep_pool *pool)
 {
 	struct ep__thread *self = thread_self();
-	struct ep__sub *h, *pick = NULL;
+	struct ep__heap *h, *pick = NULL;
 	unsigned i = 0;
 
 	ep__mutex_lock(&pool->heaps_lock);
@@ -142,6 +145,7 @@ static struct ep__sub *heap_claim(struct ep_pool *pool)
 	if (!pool->max_heaps || pool->nheaps < pool->max_heaps) {
 		h = ep__heap_clone(pool->first);
 		if (h) {
+			ep__fork_track(h);
 			h->next_heap = pool->heaps;
 			VG_HAPPENS_BEFORE(&pool->heaps);
 			__atomic_store_n(&pool->heaps, h, __ATOMIC_RELEASE);
@@ -166,9 +170,9 @@ found:
 	return h;
 }
 
-struct ep__sub *ep__home_slow(struct ep_pool *pool, struct ep__tl_slot *slot)
+struct ep__heap *ep__home_slow(struct ep_pool *pool, struct ep__tl_slot *slot)
 {
-	struct ep__sub *h = heap_claim(pool);
+	struct ep__heap *h = heap_claim(pool);
 
 	if (h && tl_self) {
 		slot->pool = pool;
@@ -180,7 +184,7 @@ struct ep__sub *ep__home_slow(struct ep_pool *pool, struct ep__tl_slot *slot)
 
 /* Heaps per pool: one per thread that allocates; one when the backend's
  * calls must not overlap.  EXECPACK_HEAPS=N caps them (N >= 1). */
-unsigned ep__heaps_wanted(const struct ep__sub *first)
+unsigned ep__heaps_wanted(const struct ep__heap *first)
 {
 	if (!first->ops->threadsafe)
 		return 1;

@@ -25,7 +25,14 @@
 #define SPARE_RECORDS 64
 
 struct ep__pack;
-struct ep__thread;
+
+/* A thread that allocates (thread.c); outlives it while a heap names it. */
+struct ep__thread {
+	unsigned refs; /* atomic */
+	int dead;      /* atomic */
+	struct ep__thread *next; /* among the spares (ep__thread_spare_lock) */
+};
+
 
 struct ep__alloc {
 	struct ep__alloc *hnext; /* hash chain */
@@ -38,7 +45,7 @@ struct ep__alloc {
 	size_t offset;           /* exec - reservation start (EP_F_RANDOMIZE) */
 	unsigned char *staging;  /* reserved bytes; NULL once finalized */
 	int stash_class;         /* staging's size class, or -1 */
-	int view;                /* 1: no record, a copy on the caller's stack */
+	int norec;               /* 1: no record, a copy on the caller's stack */
 	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
 };
 
@@ -53,7 +60,7 @@ struct ep__alloc {
 struct ep__pack {
 	struct ep__region r; /* r.exec and r.gen: atomics (remote.c reads them) */
 	struct ep__pack *next, *prev;
-	struct ep__sub *heap; /* for ever */
+	struct ep__heap *heap; /* for ever */
 	size_t nchunks;       /* committed chunks (atomic: remote.c reads it) */
 	size_t free_chunks;
 	size_t first_free; /* lowest clear chunk (nchunks when full) */
@@ -99,10 +106,9 @@ struct ep__tally {
  * thread that has exited before making a new one), so threads JITting at
  * once never share a lock; a call on another thread's allocation finds its
  * heap through route.h and takes only that heap's lock.  First fit holds
- * within a heap.  (The type keeps its old name: diag.c keys memcheck pools
- * by it.)
+ * within a heap.
  */
-struct ep__sub {
+struct ep__heap {
 	struct ep__lock lock;
 	struct ep_pool *root;
 	const struct ep__backend_ops *ops;
@@ -140,31 +146,31 @@ struct ep__sub {
 	/* frees by other threads (remote.c): atomic counts for the stats, the
 	 * packs with chunks to give back, and a gate for fork(); on cache
 	 * lines of their own, away from what the owner writes on every call */
-	char rf_pad0[64];
-	uint64_t rfrees, rused_out;
+	char pad0[64];
+	uint64_t remote_frees, remote_used_out;
 	struct ep__pack *remote;
-	unsigned rf_inflight;
-	int rf_gate;
-	char rf_pad1[64];
+	unsigned remote_inflight;
+	int remote_gated;
+	char pad1[64];
 	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
 	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__thread *owner; /* the thread it belongs to (pool->heaps_lock) */
-	struct ep__sub *next_heap; /* the pool's heaps, newest first */
+	struct ep__heap *next_heap; /* the pool's heaps, newest first */
 
 	void *stash[STASH_CLASSES][STASH_DEPTH];
 	unsigned nstash[STASH_CLASSES];
 	struct ep__alloc *spare_recs;
 	size_t nspare_recs;
 
-	struct ep__sub *gnext, *gprev; /* all pools, for the fork handlers */
+	struct ep__heap *gnext, *gprev; /* all pools, for the fork handlers */
 	char reasons[512];             /* why other backends were not chosen */
 };
 
 struct ep_pool {
-	struct ep__sub *first;  /* made with the pool; owns the backend */
-	struct ep__sub *heaps;  /* atomic head: every heap, newest first */
+	struct ep__heap *first;  /* made with the pool; owns the backend */
+	struct ep__heap *heaps;  /* atomic head: every heap, newest first */
 	unsigned nheaps;        /* (heaps_lock) */
 	unsigned max_heaps;     /* EXECPACK_HEAPS, or 1 for a backend whose calls
 				 * must not overlap; 0: one per thread */

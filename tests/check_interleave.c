@@ -39,7 +39,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "heap.h"
+#include "lock.h"
+#include "remote.h"
 #include "testutil.h"
 
 /* ---- the scheduler ------------------------------------------------------- */
@@ -359,7 +361,7 @@ static unsigned char g_trap[CHUNK] __attribute__((aligned(CHUNK)));
 
 static void check_traps(const char *where)
 {
-	for (struct ep__sub *h = __atomic_load_n(&g_pool->heaps, __ATOMIC_ACQUIRE); h;
+	for (struct ep__heap *h = __atomic_load_n(&g_pool->heaps, __ATOMIC_ACQUIRE); h;
 	     h = h->next_heap) {
 		for (struct ep__pack *p = h->head; p; p = p->next) {
 			if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) & 1)
@@ -413,9 +415,9 @@ static void il_check(const char *where)
 static void check_quiet(void)
 {
 	/* the chunks that frees from other threads left queued come back */
-	for (struct ep__sub *h = g_pool->heaps; h; h = h->next_heap) {
+	for (struct ep__heap *h = g_pool->heaps; h; h = h->next_heap) {
 		ep__lock(&h->lock);
-		ep__heap_drain(h);
+		ep__remote_drain(h);
 		ep__unlock(&h->lock);
 	}
 	check_traps("end");
@@ -430,7 +432,7 @@ static void check_quiet(void)
 			il_fail("live allocation %p is not live for the library",
 				(void *)g_model[i].exec);
 	}
-	for (struct ep__sub *h = g_pool->heaps; h; h = h->next_heap)
+	for (struct ep__heap *h = g_pool->heaps; h; h = h->next_heap)
 		for (size_t b = 0; b <= h->hash_mask; b++)
 			for (struct ep__alloc *a = h->hash[b]; a; a = a->hnext)
 				if (model_find(a->exec) < 0)

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * commit.h - the committed (filled, executable) prefix of a pack (commit.c).
+ */
+#ifndef EP_COMMIT_H
+#define EP_COMMIT_H
+
+#include <stddef.h>
+
+#include "types.h"
+
+#define EP__COMMIT_FIRST ((size_t)64 << 10) /* a new pack's prefix */
+/* Map p's region and commit its first part, room for n chunks at least;
+ * sets p->nchunks. */
+int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n);
+/* Commit more of p, for n chunks after its last used one (-ENOSPC: no). */
+int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n);
+
+#endif /* EP_COMMIT_H */

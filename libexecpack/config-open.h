@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * config-open.h - checking a struct ep_config and opening its backend
+ * (config.c).
+ */
+#ifndef EP_CONFIG_OPEN_H
+#define EP_CONFIG_OPEN_H
+
+#include "types.h"
+
+/* On success h->ops and h->be are open and *cfg holds the checked copy. */
+int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
+		    struct ep__heap *h);
+
+#endif /* EP_CONFIG_OPEN_H */

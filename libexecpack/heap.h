@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * heap.h - one heap and the calls on it (heap.c).
+ */
+#ifndef EP_HEAP_H
+#define EP_HEAP_H
+
+#include <stddef.h>
+
+#include "types.h"
+
+int ep__heap_create(const struct ep_config *cfg, struct ep__heap **out);
+/* Another heap on the same backend and settings as first. */
+struct ep__heap *ep__heap_clone(const struct ep__heap *first);
+void ep__heap_destroy(struct ep__heap *h);
+int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out);
+int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len);
+int ep__heap_finalize(struct ep__heap *h, void *exec);
+int ep__heap_free(struct ep__heap *h, void *exec);
+int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size);
+int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name);
+int ep__heap_set_unwind(struct ep__heap *h, void *exec, int kind, size_t prologue, size_t frame);
+/* fn on the region of every pack and large allocation of the heap */
+void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, struct ep__region *));
+/* Nonzero while this thread runs a caller's fill (ep_pool_create(3)). */
+extern __thread int ep__in_fill __attribute__((tls_model("initial-exec")));
+
+#endif /* EP_HEAP_H */

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * limit.h - the pool's limit on bytes reserved (ep_config.limit).
+ */
+#ifndef EP_LIMIT_H
+#define EP_LIMIT_H
+
+#include <errno.h>
+
+#include "interleave.h"
+#include "types.h"
+
+/*
+ * The limit counts what is reserved, exactly: a charge is taken when the
+ * reservation exists (chunks found, a mapping made) and only if it fits
+ * (compare-exchange, never an add that is undone, which would make another
+ * thread's charge fail that fits), and given back before ep_free() returns.
+ */
+static inline int ep__charge(struct ep_pool *root, size_t bytes)
+{
+	EP_YIELD("limit charge");
+	size_t was = __atomic_load_n(&root->charged, __ATOMIC_RELAXED);
+
+	do {
+		if (bytes > root->limit || was > root->limit - bytes)
+			return -EPERM;
+	} while (!__atomic_compare_exchange_n(&root->charged, &was, was + bytes, true,
+					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+	return 0;
+}
+
+static inline void ep__uncharge(struct ep__heap *h, size_t bytes)
+{
+	EP_YIELD("limit uncharge");
+	if (h->limit)
+		__atomic_fetch_sub(&h->root->charged, bytes, __ATOMIC_RELEASE);
+}
+
+#endif /* EP_LIMIT_H */

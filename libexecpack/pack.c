@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * pack.c - a heap's packs: getting, mapping, releasing and keeping them,
+ * first fit within and across them (as the kernel's bpf_prog_pack: packs
+ * in creation order), taking chunks and giving them back.
+ *
+ * No metadata lives in executable memory: each pack has out-of-band maps,
+ * "used" (chunk is allocated) and "start" (an allocation begins here), a
+ * first-fit summary of used (bitmap.h) and a state byte per chunk
+ * (alloc-state.h).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc-state.h"
+#include "commit.h"
+#include "fit-packs.h"
+#include "pack.h"
+#include "ranges.h"
+#include "region.h"
+#include "route.h"
+#include "tally.h"
+#include "thread.h"
+
+/*
+ * Kept for reuse (struct ep__pack): a stale lock-free free may still read
+ * it, and sees another region address.  Its maps are clear (a pack is
+ * released empty, every chunk given back and its state NONE); no stale code
+ * address stays for memcheck's leak scan.
+ */
+static void pack_spare(struct ep__heap *h, struct ep__pack *p)
+{
+	EP_YIELD("pack spare");
+	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->r.gen, 0, __ATOMIC_RELAXED);
+	p->r.rw = NULL;
+	p->r.size = p->r.committed = 0;
+	p->r.handle = 0;
+	p->r.sealed = 0;
+	p->next = h->spare_packs;
+	h->spare_packs = p;
+}
+static void pack_release(struct ep__heap *h, struct ep__pack *p)
+{
+	ep__slot_remove(h, p);
+	ep__range_remove(h, &p->r);
+	ep__route_clear((uintptr_t)p->r.exec, p->r.size);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		h->head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		h->tail = p->prev;
+	/* (bytes before packs: ep_pool_stats() reads them the other way) */
+	ep__tally(&h->tally.commit_out, p->r.committed);
+	ep__tally(&h->tally.packs_out, 1);
+	ep__region_drop(h, &p->r);
+	ep__fit_destroy(&p->fit);
+	pack_spare(h, p);
+}
+void ep__pack_free(struct ep__pack *p)
+{
+	ep__fit_destroy(&p->fit);
+	free(p->used); /* (one block: see pack_get) */
+	free(p);
+}
+/* A pack struct with clear maps: a spare, or a new one. */
+static struct ep__pack *pack_get(struct ep__heap *h)
+{
+	size_t nchunks = h->pack_size / CHUNK, words = EP__BITMAP_WORDS(nchunks);
+	size_t sum = EP__BITMAP_WORDS(words);
+	struct ep__pack *p = h->spare_packs;
+
+	/* used, start, done, done_sum; then the state, a byte a chunk */
+	size_t bytes = (3 * words + sum) * sizeof(uint64_t) + nchunks;
+
+	if (p) {
+		h->spare_packs = p->next;
+		p->next = p->prev = NULL;
+		return p; /* (its maps are clear: see pack_spare()) */
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->used = calloc(1, bytes);
+	if (!p->used) {
+		free(p);
+		return NULL;
+	}
+	p->start = p->used + words;
+	p->done = p->start + words;
+	p->done_sum = p->done + words;
+	p->state = (unsigned char *)(p->done_sum + sum);
+	p->heap = h;
+	p->nchunks = nchunks;
+	return p;
+}
+static int pack_new(struct ep__heap *h, size_t n, struct ep__pack **out)
+{
+	struct ep__pack *p = pack_get(h);
+	int rc = -ENOMEM;
+
+	if (!p)
+		return -ENOMEM;
+	p->free_chunks = p->first_free = 0;
+	p->cached = 0;
+	if (ep__range_reserve(h) || ep__slots_reserve(h))
+		goto fail;
+	/* counted before its bytes are (ep_pool_stats(): pack_bytes never
+	 * exceeds packs times the pack size) */
+	ep__tally(&h->tally.packs_in, 1);
+	if ((rc = ep__pack_map(h, p, n))) /* (commit.c: sets nchunks) */
+		goto uncount;
+	if (ep__fit_init(&p->fit, p->used, p->nchunks) || (rc = ep__region_seal(h, &p->r))) {
+		ep__tally(&h->tally.commit_out, p->r.committed);
+		rc = rc ? rc : -ENOMEM;
+		h->ops->unmap(h->be, &p->r);
+		goto uncount;
+	}
+	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, ep__route_pack(p)))) {
+		ep__tally(&h->tally.commit_out, p->r.committed);
+		ep__region_drop(h, &p->r);
+		goto uncount;
+	}
+	p->r.gen = ep__fork_generation();
+	p->free_chunks = p->nchunks;
+	ep__range_insert(h, &p->r, p, NULL);
+	ep__slot_add(h, p);
+	p->prev = h->tail;
+	if (h->tail)
+		h->tail->next = p;
+	else
+		h->head = p;
+	h->tail = p;
+	*out = p;
+	return 0;
+uncount:
+	ep__tally(&h->tally.packs_out, 1);
+fail:
+	ep__fit_destroy(&p->fit);
+	pack_spare(h, p);
+	return rc;
+}
+/*
+ * First fit over packs in creation order; *pos gets the chunk index.  The
+ * max tree over the packs finds the first that may fit n (see ep__fits_set()),
+ * and that pack's summary (bitmap.h) the lowest fitting run, however
+ * fragmented the pack is.
+ */
+int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *pos)
+{
+	unsigned gen = ep__fork_generation();
+	size_t slot;
+
+	while ((slot = ep__fits_first(h, n)) != SIZE_MAX) {
+		struct ep__pack *p = h->by_slot[slot];
+
+		if (p->free_chunks < n) {
+			ep__fits_set(h, slot, (uint32_t)p->free_chunks); /* still a bound */
+			continue;
+		}
+		if (p->r.sealed && p->r.gen != gen) {
+			/* inherited across fork and sealed: frozen for good */
+			ep__fits_set(h, slot, 0);
+			continue;
+		}
+		/* No chunk below first_free is free, so a long enough run that
+		 * starts there is the first fit: no need to consult the tree. */
+		size_t ff = p->first_free;
+
+		if (n <= p->nchunks - ff && ep__bitmap_next_set(p->used, ff + n, ff) >= ff + n) {
+			*outp = p;
+			*pos = ff;
+			return 0;
+		}
+		size_t longest, at;
+
+		ep__fit_flush(&p->fit, p->used);
+		if ((at = ep__fit_find(&p->fit, p->used, n, &longest)) >= p->fit.nbits) {
+			ep__fits_set(h, slot, (uint32_t)longest);
+			continue;
+		}
+		*outp = p;
+		*pos = at;
+		return 0;
+	}
+	/* No room in what is committed: the newest pack grows first (commit.c;
+	 * only the newest can be part-committed), then search again. */
+	if (h->tail && ep__pack_grow(h, h->tail, n) == 0) {
+		ep__fits_set(h, h->tail->slot, (uint32_t)h->tail->free_chunks);
+		return ep__pack_find(h, n, outp, pos);
+	}
+	int rc = pack_new(h, n, outp);
+
+	*pos = 0;
+	return rc;
+}
+void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
+{
+	if (p->cached) {
+		p->cached = 0;
+		if (h->cached_pack == p)
+			h->cached_pack = NULL;
+		__atomic_fetch_sub(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+	}
+	ep__pack_write_begin(p);
+	ep__bitmap_set(p->start, pos, 1);
+	ep__bitmap_set(p->used, pos, n);
+	ep__pack_write_end(p);
+	ep__st_born(p, pos); /* (a record from the start: ep__heap_alloc() gives it one) */
+	ep__fit_mark(&p->fit, pos, n);
+	if (pos == p->first_free)
+		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
+	p->free_chunks -= n;
+	ep__tally(&h->tally.used_in, n * CHUNK);
+}
+/* Chunks [pos, pos+n) are free again; the allocation starting at pos is
+ * gone unless it only shrank (tail).  (counted: not for a remote free,
+ * which counted itself; remote.c) */
+void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n,
+			   bool counted, bool tail)
+{
+	ep__pack_write_begin(p);
+	ep__bitmap_clear(p->used, pos, n);
+	if (!tail)
+		ep__bitmap_clear(p->start, pos, 1);
+	ep__pack_write_end(p);
+	if (!tail)
+		ep__st_gone(p, pos);
+	ep__fit_mark(&p->fit, pos, n);
+	if (pos < p->first_free)
+		p->first_free = pos;
+	p->free_chunks += n;
+	ep__fits_raise(h, p, pos, n);
+	if (!counted)
+		ep__tally(&h->tally.used_out, n * CHUNK);
+	if (p->free_chunks == p->nchunks)
+		ep__pack_emptied(h, p);
+}
+/*
+ * An empty pack is kept against alloc/free churn: one per heap while its
+ * thread runs (a thread that JITs and frees one program at a time would
+ * otherwise map, fill and unmap a pack for each), one per pool otherwise;
+ * a heap's is given back when its thread exits (ep__pack_trim()).  Others
+ * are released; a sealed one cannot be.
+ */
+void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p)
+{
+	size_t none = 0;
+
+	if (p->r.sealed) {
+		__atomic_fetch_add(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+		p->cached = 1;
+	} else if (!h->cached_pack && !ep__heap_orphaned(h)) {
+		__atomic_fetch_add(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+		p->cached = 1;
+		h->cached_pack = p;
+	} else if (__atomic_compare_exchange_n(&h->root->empty_packs, &none, 1, false,
+					       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		p->cached = 1;
+		if (!h->cached_pack)
+			h->cached_pack = p;
+	} else {
+		pack_release(h, p);
+	}
+}
+/* The heap's thread has exited: its empty pack goes, unless it is the last
+ * one the pool keeps.  With the heap's lock. */
+void ep__pack_trim(struct ep__heap *h)
+{
+	struct ep__pack *p = h->cached_pack;
+
+	if (p && __atomic_load_n(&h->root->empty_packs, __ATOMIC_RELAXED) > 1) {
+		p->cached = 0;
+		h->cached_pack = NULL;
+		__atomic_fetch_sub(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+		pack_release(h, p);
+	}
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * pack.h - a heap's packs (pack.c).
+ */
+#ifndef EP_PACK_H
+#define EP_PACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "interleave.h"
+#include "types.h"
+
+/* With the heap's lock: the pack's maps change (see struct ep__pack). */
+static inline void ep__pack_write_begin(struct ep__pack *p)
+{
+	EP_YIELD("pack seq");
+	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static inline void ep__pack_write_end(struct ep__pack *p)
+{
+	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELEASE);
+}
+
+/* The route table's word for a pack's pages (route.h), and back. */
+static inline void *ep__route_pack(struct ep__pack *p)
+{
+	return (void *)((uintptr_t)p | 1);
+}
+
+static inline struct ep__heap *ep__route_heap(void *v, struct ep__pack **pack)
+{
+	uintptr_t w = (uintptr_t)v;
+
+	if (w & 1) {
+		*pack = (struct ep__pack *)(w & ~(uintptr_t)1);
+		return (*pack)->heap;
+	}
+	*pack = NULL;
+	return v;
+}
+
+/* First fit: room for n chunks, in a pack that has it, one grown or a new
+ * one; *pos gets the chunk index. */
+int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *pos);
+/* Chunks [pos, pos+n) of p go to a new allocation (state REC). */
+void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n);
+/* Chunks [pos, pos+n) are free again; the allocation starting at pos is
+ * gone unless it only shrank (tail).  counted: the tally knows already. */
+void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n,
+			bool counted, bool tail);
+/* p is empty: keep it or release it. */
+void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p);
+void ep__pack_free(struct ep__pack *p);
+/* The heap's thread has exited: give back the empty pack it kept (the
+ * heap's lock held). */
+void ep__pack_trim(struct ep__heap *h);
+
+#endif /* EP_PACK_H */

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * records.c - a heap's allocation records: the hash table keyed by an
+ * allocation's first byte, records and staging buffers kept for reuse.
+ *
+ * Records: an allocation being staged, named, given unwind info or placed
+ * at a random offset, or a large one, has a record.  A finalized plain pack
+ * allocation has none: its chunks say all there is (lookup.c), and its
+ * state byte says so (alloc-state.h).  With 10,000 live programs the
+ * records were megabytes that every ep_free() missed in cache; now the
+ * table holds a few hot entries.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "records.h"
+
+int ep__hash_grow(struct ep__heap *h)
+{
+	size_t nb = (h->hash_mask + 1) * 2;
+	struct ep__alloc **nh = calloc(nb, sizeof(*nh));
+
+	if (!nh)
+		return -ENOMEM;
+	size_t old = h->hash_mask + 1;
+	struct ep__alloc **oh = h->hash;
+
+	h->hash = nh;
+	h->hash_mask = nb - 1;
+	for (size_t i = 0; i < old; i++) {
+		for (struct ep__alloc *a = oh[i], *n; a; a = n) {
+			n = a->hnext;
+			size_t j = ep__hash_index(h, a->key);
+
+			a->hnext = nh[j];
+			nh[j] = a;
+		}
+	}
+	free(oh);
+	return 0;
+}
+void ep__hash_insert(struct ep__heap *h, struct ep__alloc *a)
+{
+	size_t i = ep__hash_index(h, a->key);
+
+	a->hnext = h->hash[i];
+	h->hash[i] = a;
+	h->nrecs++;
+}
+void ep__hash_remove(struct ep__heap *h, struct ep__alloc *a)
+{
+	struct ep__alloc **pp = &h->hash[ep__hash_index(h, a->key)];
+
+	while (*pp != a)
+		pp = &(*pp)->hnext;
+	*pp = a->hnext;
+	h->nrecs--;
+}
+/* malloc() and free() for every program were a third of a small
+ * alloc/finalize/free cycle; spares kept under the lock cost a few loads. */
+struct ep__alloc *ep__rec_get(struct ep__heap *h)
+{
+	struct ep__alloc *a = h->spare_recs;
+
+	if (!a)
+		return calloc(1, sizeof(*a));
+	h->spare_recs = a->hnext;
+	h->nspare_recs--;
+	a->hnext = NULL;
+	return a;
+}
+void ep__rec_put(struct ep__heap *h, struct ep__alloc *a)
+{
+	if (h->nspare_recs >= SPARE_RECORDS) {
+		free(a);
+		return;
+	}
+	/* zeroed now: ready for ep__rec_get, and no stale code address lingers
+	 * for memcheck's leak scan (a struct copy: gcc turns a memset of this
+	 * size into "rep stos", a third of ep_free's time) */
+	static const struct ep__alloc zero;
+
+	*a = zero;
+	a->hnext = h->spare_recs;
+	h->spare_recs = a;
+	h->nspare_recs++;
+}
+static int stash_class(size_t size)
+{
+	if (size <= CHUNK)
+		return 0;
+	int k = 64 - __builtin_clzll((unsigned long long)(size - 1)) - 6;
+
+	return k < STASH_CLASSES ? k : -1;
+}
+unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls)
+{
+	int k = stash_class(size);
+
+	*cls = k;
+	if (k < 0)
+		return malloc(size);
+	if (h->nstash[k])
+		return h->stash[k][--h->nstash[k]];
+	return malloc((size_t)CHUNK << k);
+}
+void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
+{
+	if (!buf)
+		return;
+	if (cls >= 0 && h->nstash[cls] < STASH_DEPTH)
+		h->stash[cls][h->nstash[cls]++] = buf;
+	else
+		free(buf);
+}
+/* Give a view a record of its own, to attach diagnostics to.  NULL without
+ * memory for one: ep_set_name()/ep_set_unwind() then fail with -ENOMEM. */
+struct ep__alloc *ep__rec_keep(struct ep__heap *h, struct ep__alloc *v)
+{
+	if (!v->norec)
+		return v;
+	if (h->nrecs + 1 > h->hash_mask + 1 && ep__hash_grow(h))
+		return NULL;
+	struct ep__alloc *a = ep__rec_get(h);
+
+	if (!a)
+		return NULL;
+	*a = *v;
+	memset(&a->large, 0, sizeof(a->large)); /* never set in a view */
+	a->norec = 0;
+	ep__hash_insert(h, a);
+	return a;
+}
+/* A finalized pack allocation with nothing but its chunks to remember
+ * gives its record up (see the top of this file).  Whether it has one. */
+bool ep__rec_settle(struct ep__heap *h, struct ep__alloc *a)
+{
+	if (a->norec)
+		return false;
+	if (!a->pack || a->staging || a->diag || a->offset)
+		return true;
+	ep__hash_remove(h, a);
+	ep__rec_put(h, a);
+	return false;
+}

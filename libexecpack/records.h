@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * records.h - a heap's allocation records and staging buffers (records.c).
+ */
+#ifndef EP_RECORDS_H
+#define EP_RECORDS_H
+
+#include <stdbool.h>
+
+#include "types.h"
+
+static inline size_t ep__hash_index(const struct ep__heap *h, uintptr_t key)
+{
+	uint64_t x = (uint64_t)(key >> 4) * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(x >> 32) & h->hash_mask;
+}
+
+static inline struct ep__alloc *ep__hash_find(const struct ep__heap *h, uintptr_t key)
+{
+	for (struct ep__alloc *a = h->hash[ep__hash_index(h, key)]; a; a = a->hnext)
+		if (a->key == key)
+			return a;
+	return NULL;
+}
+
+int ep__hash_grow(struct ep__heap *h);
+void ep__hash_insert(struct ep__heap *h, struct ep__alloc *a);
+void ep__hash_remove(struct ep__heap *h, struct ep__alloc *a);
+/* Records, reused (calloc'd when none is spare). */
+struct ep__alloc *ep__rec_get(struct ep__heap *h);
+void ep__rec_put(struct ep__heap *h, struct ep__alloc *a);
+/* Staging buffers of 64 << k bytes, reused; *cls gets k or -1. */
+unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls);
+void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls);
+/* Give a record-less allocation (a view) a record of its own, to attach
+ * diagnostics to.  NULL without memory for one. */
+struct ep__alloc *ep__rec_keep(struct ep__heap *h, struct ep__alloc *v);
+/* A finalized pack allocation with nothing but its chunks to remember
+ * gives its record up.  Whether it has one after. */
+bool ep__rec_settle(struct ep__heap *h, struct ep__alloc *a);
+
+#endif /* EP_RECORDS_H */

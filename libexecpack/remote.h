@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * remote.h - ep_free() from a thread that does not own the heap, and the
+ * owner's taking back of what such frees left (remote.c).
+ */
+#ifndef EP_REMOTE_H
+#define EP_REMOTE_H
+
+#include "interleave.h"
+#include "types.h"
+
+/* 0: freed; -EINVAL; 1: take the heap's lock and free there instead. */
+int ep__remote_free(struct ep__pack *p, void *exec);
+/* fork(): no remote free is under way once this returns; and after. */
+void ep__remote_gate(struct ep__heap *h);
+void ep__remote_ungate(struct ep__heap *h);
+/* Give back what other threads freed; with the heap's lock. */
+void ep__remote_drain(struct ep__heap *h);
+
+static inline void ep__remote_drain_check(struct ep__heap *h)
+{
+	EP_YIELD("remote list");
+	if (__builtin_expect(__atomic_load_n(&h->remote, __ATOMIC_RELAXED) != NULL, 0))
+		ep__remote_drain(h);
+}
+
+#endif /* EP_REMOTE_H */

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * thread.h - the heap each thread allocates from (thread.c).
+ */
+#ifndef EP_THREAD_H
+#define EP_THREAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "interleave.h"
+#include "types.h"
+
+#define EP__TL_SLOTS 4
+/* The calling thread's last pools and its heap in each (a pool is told
+ * from one made later at the same address by its id). */
+struct ep__tl_slot {
+	const struct ep_pool *pool;
+	uint64_t id;
+	struct ep__heap *heap;
+};
+extern __thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS]
+	__attribute__((tls_model("initial-exec")));
+
+struct ep__heap *ep__home_slow(struct ep_pool *pool, struct ep__tl_slot *slot);
+void ep__thread_put(struct ep__thread *t);
+unsigned ep__heaps_wanted(const struct ep__heap *first);
+
+/* Whether t's thread has exited (t may be reused for another thread later:
+ * records are never freed, so a racy look at one is safe).  seq_cst: the
+ * exit's handshake with a lock-free free (remote.c). */
+static inline bool ep__thread_dead(const struct ep__thread *t)
+{
+	EP_YIELD("thread dead?");
+	return __atomic_load_n(&t->dead, __ATOMIC_SEQ_CST);
+}
+
+/* Whether h's thread has exited, or it has none yet (any thread, no lock). */
+static inline bool ep__heap_orphaned(const struct ep__heap *h)
+{
+	const struct ep__thread *t = __atomic_load_n(&h->owner, __ATOMIC_SEQ_CST);
+
+	return !t || ep__thread_dead(t);
+}
+
+/* The calling thread's heap in pool; NULL without memory. */
+static inline struct ep__heap *ep__home(struct ep_pool *pool)
+{
+	struct ep__tl_slot *slot = &ep__tl_cache[((uintptr_t)pool >> 6) % EP__TL_SLOTS];
+
+	if (__builtin_expect(slot->pool == pool && slot->id == pool->id, 1))
+		return slot->heap;
+	return ep__home_slow(pool, slot);
+}
+
+/* Whether h is the calling thread's own heap in pool (its cached one). */
+static inline bool ep__is_home(const struct ep_pool *pool, const struct ep__heap *h)
+{
+	const struct ep__tl_slot *slot = &ep__tl_cache[((uintptr_t)pool >> 6) % EP__TL_SLOTS];
+
+	return slot->heap == h && slot->pool == pool && slot->id == pool->id;
+}
+
+#endif /* EP_THREAD_H */
