@@ -36,6 +36,15 @@ static inline void ep__sync_icache(void *exec, size_t len)
 void ep__sync_icache(void *exec, size_t len);
 #endif
 
+/* A spinning wait's pause: lets the other hyperthread and the holder's
+ * cache line go (x86's PAUSE; a plain loop elsewhere). */
+static inline void ep__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 /*
  * Per architecture:
  *   EP__ARCH_NAME        for messages

@@ -18,6 +18,8 @@
 
 #include <sched.h>
 
+#include "arch.h"
+
 #ifdef EP_INTERLEAVE
 void ep__il_yield(const char *where);
 void ep__il_blocked(const char *where);
@@ -36,10 +38,8 @@ void ep__il_leave(const void *lock);
  * a pause, then the CPU given up; a scheduler's turn in the test build. */
 #ifdef EP_INTERLEAVE
 #define EP_WAIT(spins, where) ((void)(spins), ep__il_blocked(where))
-#elif defined(__x86_64__) || defined(__i386__)
-#define EP_WAIT(spins, where) ((spins) < 64 ? __builtin_ia32_pause() : (void)sched_yield())
 #else
-#define EP_WAIT(spins, where) ((spins) < 64 ? (void)0 : (void)sched_yield())
+#define EP_WAIT(spins, where) ((spins) < 64 ? ep__cpu_relax() : (void)sched_yield())
 #endif
 
 #endif /* EP_INTERLEAVE_H */

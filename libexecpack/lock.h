@@ -82,9 +82,7 @@ static inline void ep__lock_slow(struct ep__lock *l)
 	for (int i = 0; i < 64; i++) {
 		if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 && ep__lock_try(l))
 			return;
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
+		ep__cpu_relax();
 	}
 	/* 2: whoever unlocks must wake someone; taking it as 2 is safe */
 	while (__atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE) != 0)
