@@ -119,10 +119,15 @@ static void atfork_parent(void)
 	atfork_unlock();
 }
 
+/* The child has one thread: the biases of the parent's threads go, and
+ * membarrier(2) is set up again for this process. */
 static void atfork_child(void)
 {
 	if (g_fork_pipe[0] >= 0)
 		close(g_fork_pipe[0]);
+	for (struct ep__heap *p = g_pools; p; p = p->gnext)
+		ep__lock_reset(&p->lock);
+	ep__lock_setup();
 	ep__diag_fork_child();
 	child_take_over();
 	if (g_fork_pipe[1] >= 0)
@@ -161,6 +166,7 @@ void ep__fork_missed(void)
 		p->remote_inflight = 0;
 		p->remote_gated = 0;
 	}
+	ep__lock_setup();
 	ep__diag_fork_reset();
 	atfork_prepare(); /* (all free now: taken at once) */
 	if (g_fork_pipe[0] >= 0) {
@@ -190,6 +196,7 @@ static void atfork_install(void)
 			munmap(m, pg); /* (before Linux 4.14) */
 		}
 	}
+	ep__lock_setup();
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 

@@ -4,15 +4,29 @@
  *
  * The heap lock is a futex word: 0 (free), 1 (held) or 2 (held, and a
  * thread may be asleep on it).  A contended locker spins briefly, then
- * sleeps in futex(2); unlock wakes one sleeper.  Each thread allocates from
- * a heap of its own (thread.c), so the lock is almost never contended: its
- * cost is one locked instruction to take and one to give back.  (A lock
- * biased to its owner thread once saved those two; it let two threads in
- * when a stale owner resumed after a rebias, and is gone: design.md.)
+ * sleeps in futex(2); unlock wakes one sleeper.
  *
- * Helgrind is told what the lock is (it does not see atomics).  The
- * interleaving test build (interleave.h) sees every acquisition: a lock it
- * cannot take yields to the test's scheduler instead of sleeping.
+ * Bias: a heap is almost always used by the one thread it belongs to, and a
+ * locked instruction costs more than its cycles (it waits for the stores
+ * before it, a refill, a copy, to leave the store buffer).  So the first
+ * thread to take a lock becomes its owner, once and for good, and the owner
+ * takes and gives it back with plain stores: it says it is inside
+ * (owner_in = 1), then checks that nobody revoked the bias.  Any other
+ * thread takes the word, sets revoked, makes every thread of the process
+ * pass a full memory barrier (membarrier(2): either the owner sees revoked,
+ * or the revoker sees owner_in), and waits for the owner to be out; at its
+ * unlock it clears revoked again.  After four revocations the bias is
+ * dropped for good (owner NULL, revoked set): a plain futex lock.  The owner
+ * never changes to another thread: a thread that read "owner == me" and was
+ * preempted can only ever race the revokers of its own bias, and owner_in
+ * is written by that one thread only.  design.md has the proof; the
+ * interleaving test replays the schedule that broke the rebiasing this
+ * lock once had.
+ *
+ * Helgrind is told what the lock is (it does not see atomics); under
+ * Valgrind there is no bias.  The interleaving test build (interleave.h)
+ * sees every acquisition: a lock it cannot take yields to the test's
+ * scheduler instead of sleeping.
  */
 #ifndef EP_LOCK_H
 #define EP_LOCK_H
@@ -42,12 +56,41 @@
 
 struct ep__lock {
 	int word;
+	/* bias (atomics; see the top of this file) */
+	const void *owner; /* the owning thread (ep__self()), set once; or NULL */
+	int owner_in;      /* the owner holds the lock without the word */
+	int revoked;       /* the owner must take the word */
+	/* with the word held: */
+	unsigned foreign;  /* times another thread revoked the bias */
+	int revoking;      /* this holder revoked it until its unlock */
 };
+
+/* This thread's identity for the bias: the address of a thread-local. */
+extern __thread char ep__self_anchor __attribute__((tls_model("initial-exec")));
+
+static inline const void *ep__self(void)
+{
+	return &ep__self_anchor;
+}
+
+/* Nonzero once membarrier(2) works in this process: locks may be biased
+ * (never under Valgrind: Helgrind follows the word only). */
+extern int ep__bias_ok;
+
+/* Once per process and again in a fork child: can locks be biased? */
+void ep__lock_setup(void);
+/* Out of line: revoke the owner's bias, with the word held. */
+void ep__lock_revoke(struct ep__lock *l);
 
 /* (the annotations are client requests: issued only under Valgrind) */
 static inline void ep__lock_init(struct ep__lock *l)
 {
 	__atomic_store_n(&l->word, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
+	l->foreign = 0;
+	l->revoking = 0;
 	if (ep__under_valgrind()) {
 		VALGRIND_HG_DISABLE_CHECKING(&l->word, sizeof(l->word));
 		ANNOTATE_RWLOCK_CREATE(l);
@@ -91,17 +134,49 @@ static inline void ep__lock_slow(struct ep__lock *l)
 
 static inline void ep__lock(struct ep__lock *l)
 {
+	const void *self = ep__self();
+
 	EP_YIELD("lock");
+	if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == self) {
+		EP_YIELD("lock owner read");
+		__atomic_store_n(&l->owner_in, 1, __ATOMIC_RELAXED);
+		/* a compiler barrier only: the revoker's membarrier() is the
+		 * other half of this store-then-load */
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (__builtin_expect(!__atomic_load_n(&l->revoked, __ATOMIC_ACQUIRE), 1)) {
+			EP_IL_ENTER(l);
+			return;
+		}
+		__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELEASE);
+	}
 	if (__builtin_expect(!ep__lock_try(l), 0))
 		ep__lock_slow(l);
-	EP_IL_ENTER(l);
 	if (ep__under_valgrind())
 		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
+	/* the word is ours; the owner may only just have been set or dropped
+	 * by the previous holder, so read it again */
+	const void *owner = __atomic_load_n(&l->owner, __ATOMIC_RELAXED);
+
+	if (owner && owner != self)
+		ep__lock_revoke(l);
+	else if (!owner && ep__bias_ok && !__atomic_load_n(&l->revoked, __ATOMIC_RELAXED))
+		__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED); /* the first taker */
+	EP_IL_ENTER(l);
 }
 
 static inline void ep__unlock(struct ep__lock *l)
 {
 	EP_IL_LEAVE(l);
+	if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == ep__self() &&
+	    __atomic_load_n(&l->owner_in, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELEASE);
+		EP_YIELD("unlock");
+		return;
+	}
+	if (l->revoking) {
+		l->revoking = 0;
+		__atomic_store_n(&l->revoked, 0, __ATOMIC_RELEASE); /* the owner's again */
+	}
 	if (ep__under_valgrind())
 		ANNOTATE_RWLOCK_RELEASED(l, 1);
 	if (__builtin_expect(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2, 0))
@@ -109,11 +184,16 @@ static inline void ep__unlock(struct ep__lock *l)
 	EP_YIELD("unlock");
 }
 
-/* In a fork child, which has one thread: whatever the parent's threads
- * held is free (only for a child that ran no fork handler). */
+/* In a fork child, which has one thread: no thread of the parent is here
+ * to hold the lock or use the fast path, so it is free and unbiased. */
 static inline void ep__lock_reset(struct ep__lock *l)
 {
 	__atomic_store_n(&l->word, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
+	l->foreign = 0;
+	l->revoking = 0;
 }
 
 /*

@@ -2,10 +2,12 @@
 /*
  * check_lock.c - the heap lock (libexecpack/lock.h) on its own: threads
  * count under it, each increment a read, a delay and a write, so that two
- * holders at once would lose increments; a contended lock puts its waiters
- * to sleep (futex) and wakes them at unlock; and a lock is never held by a
- * second thread while a first one holds it (each holder marks itself in,
- * checks that nobody else is, and out).
+ * holders at once would lose increments, and each holder marks itself in,
+ * checks that nobody else is, and out: the owner on the bias's fast path,
+ * the others revoking it (membarrier(2), and the mprotect() fallback of
+ * this test's build of lock.c).  The bias goes after four revocations and
+ * never comes back, to the owner or to anyone; a contended lock puts its
+ * waiters to sleep (futex) and wakes them at unlock.
  */
 #include "config.h"
 
@@ -26,9 +28,12 @@ static int g_inside;                    /* holders right now */
 static int g_overlap;                   /* times a holder saw another */
 static int g_go;
 
+extern int ep__lock_test_no_membarrier; /* (lock.c built with EP_LOCK_TEST) */
+
 struct worker {
 	unsigned long n;
 	int sleep_in; /* hold the lock across a short sleep now and then */
+	int fast_seen; /* held it on the bias's fast path at least once */
 };
 
 static void *count_loop(void *arg)
@@ -39,6 +44,9 @@ static void *count_loop(void *arg)
 		;
 	for (unsigned long i = 0; i < w->n; i++) {
 		ep__lock(&g_lock);
+		if (__atomic_load_n(&g_lock.owner_in, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&g_lock.owner, __ATOMIC_RELAXED) == ep__self())
+			w->fast_seen = 1;
 		if (__atomic_add_fetch(&g_inside, 1, __ATOMIC_SEQ_CST) != 1)
 			__atomic_add_fetch(&g_overlap, 1, __ATOMIC_RELAXED);
 		unsigned long c = g_count;
@@ -59,13 +67,16 @@ static void *count_loop(void *arg)
 static void setup(void)
 {
 	ep__valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
+	ep__lock_setup();
 	ep__lock_init(&g_lock);
 	g_count = 0;
 	g_inside = g_overlap = 0;
 	__atomic_store_n(&g_go, 0, __ATOMIC_RELAXED);
 }
 
-/* _i threads besides this one; every other one sleeps inside now and then */
+/* _i threads besides this one (1 to 3: membarrier; 4: one thread, with
+ * the mprotect() fallback barrier); every other one sleeps inside now and
+ * then.  This thread takes the lock first: the owner. */
 START_TEST(test_holders_exclude_each_other)
 {
 	setup();
@@ -73,19 +84,39 @@ START_TEST(test_holders_exclude_each_other)
 	unsigned long n = quick ? 5000 : 200000;
 	struct worker w[4];
 	pthread_t t[4];
-	int nt = _i;
+	int nt = _i < 4 ? _i : 1;
 
+	ep__lock_test_no_membarrier = _i == 4;
+	ep__lock(&g_lock);
+	ep__unlock(&g_lock);
+	if (ep__bias_ok)
+		ck_assert_ptr_eq(g_lock.owner, ep__self());
+	else
+		printf("SKIP: bias part of test_holders_exclude_each_other: membarrier(2) "
+		       "unusable here (or under Valgrind): plain lock only\n");
 	for (int i = 0; i <= nt; i++)
-		w[i] = (struct worker){ n, i % 2 };
+		w[i] = (struct worker){ i ? n / 10 : n, i % 2, 0 };
 	for (int i = 1; i <= nt; i++)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, count_loop, &w[i]), 0);
 	__atomic_store_n(&g_go, 1, __ATOMIC_RELEASE);
 	count_loop(&w[0]);
 	for (int i = 1; i <= nt; i++)
 		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
-	ck_assert_uint_eq(g_count, n * (unsigned long)(nt + 1));
+	unsigned long total = 0;
+
+	for (int i = 0; i <= nt; i++)
+		total += w[i].n;
+	ck_assert_uint_eq(g_count, total);
 	ck_assert_int_eq(g_overlap, 0);
 	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	if (ep__bias_ok) {
+		for (int i = 1; i <= nt; i++)
+			ck_assert_int_eq(w[i].fast_seen, 0); /* only the owner */
+		/* four revocations at most, then a plain lock for good */
+		ck_assert_ptr_null(g_lock.owner);
+		ck_assert_int_eq(g_lock.revoked, 1);
+	}
+	ep__lock_test_no_membarrier = 0;
 }
 END_TEST
 
@@ -95,6 +126,13 @@ static void *take_once(void *arg)
 	ep__lock(&g_lock);
 	g_count++;
 	ep__unlock(&g_lock);
+	return NULL;
+}
+
+static void *take_many(void *arg)
+{
+	for (unsigned i = 0; i < 10000; i++)
+		take_once(arg);
 	return NULL;
 }
 
@@ -118,14 +156,59 @@ START_TEST(test_sleeper_is_woken)
 }
 END_TEST
 
+/* The bias: the owner takes it without the word while nobody else does;
+ * a revocation is given back at the revoker's unlock; after the fourth the
+ * lock is plain for good, and one thread having it to itself for a long
+ * while (as a thread adopting an exited thread's heap does) never gets a
+ * bias again. */
+START_TEST(test_bias_once)
+{
+	setup();
+	if (!ep__bias_ok) {
+		printf("SKIP: test_bias_once: membarrier(2) unusable here (or under Valgrind)\n");
+		return;
+	}
+	ep__lock(&g_lock);
+	ep__unlock(&g_lock);
+	ck_assert_ptr_eq(g_lock.owner, ep__self());
+	ep__lock(&g_lock);
+	ck_assert_int_eq(g_lock.owner_in, 1);
+	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	ep__unlock(&g_lock);
+	for (unsigned i = 0; i < 4; i++) {
+		pthread_t t;
+
+		ck_assert_ptr_eq(g_lock.owner, ep__self());
+		ck_assert_int_eq(g_lock.revoked, 0);
+		ck_assert_int_eq(pthread_create(&t, NULL, take_once, NULL), 0);
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+	}
+	ck_assert_uint_eq(g_count, 4);
+	ck_assert_ptr_null(g_lock.owner);
+	ck_assert_int_eq(g_lock.revoked, 1);
+	/* another thread, then this one, alone for long: still plain */
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, take_many, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	take_many(NULL);
+	ck_assert_ptr_null(g_lock.owner);
+	ep__lock(&g_lock);
+	ck_assert_int_eq(g_lock.owner_in, 0);
+	ck_assert_int_ne(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	ep__unlock(&g_lock);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lock");
 	TCase *tc = tcase_create("lock");
 
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_holders_exclude_each_other, 1, 4);
+	tcase_add_loop_test(tc, test_holders_exclude_each_other, 1, 5);
 	tcase_add_test(tc, test_sleeper_is_woken);
+	tcase_add_test(tc, test_bias_once);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * lock.c - the slow half of the heap lock's bias (lock.h): revoking it,
+ * and whether this process can bias at all.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "lock.h"
+
+__thread char ep__self_anchor __attribute__((tls_model("initial-exec")));
+int ep__bias_ok;
+
+#ifdef EP_LOCK_TEST
+/* check_lock's build only: revoke with the mprotect() fallback barrier */
+int ep__lock_test_no_membarrier;
+#else
+#define ep__lock_test_no_membarrier 0
+#endif
+
+#ifndef SYS_membarrier
+#define ep__membarrier(cmd) (errno = ENOSYS, -1)
+#else
+static int ep__membarrier(int cmd)
+{
+	return (int)syscall(SYS_membarrier, cmd, 0u, 0);
+}
+#endif
+
+/* A page of our own whose protection heavy_barrier() may change. */
+static unsigned char *g_barrier_page;
+static size_t g_barrier_len;
+
+static int protect(int prot)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		if (mprotect(g_barrier_page, g_barrier_len, prot) == 0)
+			return 0;
+		sched_yield();
+	}
+	return -1;
+}
+
+/*
+ * Every running thread of this process passes a full memory barrier before
+ * this returns (membarrier(2), registered in ep__lock_setup()).  Should the
+ * call fail after all (a seccomp filter installed later), changing a page's
+ * protection makes the kernel interrupt every CPU that runs this process to
+ * flush its TLB, which serves as the barrier there.  Fails closed: if that
+ * cannot be done either, the process stops rather than let two threads in.
+ */
+static void heavy_barrier(void)
+{
+	if (!ep__lock_test_no_membarrier) {
+		if (ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+			return;
+		if (ep__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+		    ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+			return;
+	}
+	__atomic_store_n(g_barrier_page, 1, __ATOMIC_SEQ_CST);
+	if (protect(PROT_READ) == 0 && protect(PROT_READ | PROT_WRITE) == 0)
+		return;
+	static const char msg[] =
+		"libexecpack: no memory barrier can be issued (membarrier and mprotect fail)\n";
+
+	(void)!write(2, msg, sizeof(msg) - 1);
+	abort();
+}
+
+/* Called by ep_pool_create() (under its once-lock) and in fork children. */
+void ep__lock_setup(void)
+{
+	int ok = 0;
+
+	if (!ep__under_valgrind()) {
+		int cmds = ep__membarrier(MEMBARRIER_CMD_QUERY);
+
+		ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+		     ep__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+		     ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+	}
+	if (ok && !g_barrier_page) {
+		g_barrier_len = ep__page_size();
+		void *m = mmap(NULL, g_barrier_len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m == MAP_FAILED)
+			ok = 0; /* no fallback barrier: no bias */
+		else
+			g_barrier_page = m;
+	}
+	__atomic_store_n(&ep__bias_ok, ok, __ATOMIC_RELAXED);
+}
+
+/* A lock whose bias was revoked this often stays a plain futex lock (each
+ * revocation interrupts every CPU running the process). */
+#define FOREIGN_MAX 4
+
+void ep__lock_revoke(struct ep__lock *l)
+{
+	__atomic_store_n(&l->revoked, 1, __ATOMIC_RELAXED);
+	heavy_barrier();
+	/* the owner is out, or will see revoked and take the word instead */
+	for (unsigned spins = 0; __atomic_load_n(&l->owner_in, __ATOMIC_ACQUIRE); spins++)
+		EP_WAIT(spins, "lock revoke");
+	if (++l->foreign >= FOREIGN_MAX)
+		__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED); /* revoked stays set */
+	else
+		l->revoking = 1; /* given back at unlock */
+}
