@@ -202,6 +202,7 @@ int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *
 }
 void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
 {
+	EP_YIELD("empty packs");
 	if (p->cached) {
 		p->cached = 0;
 		if (h->cached_pack == p)
@@ -253,6 +254,7 @@ void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p)
 {
 	size_t none = 0;
 
+	EP_YIELD("empty packs");
 	if (p->r.sealed) {
 		__atomic_fetch_add(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
 		p->cached = 1;
@@ -275,6 +277,7 @@ void ep__pack_trim(struct ep__heap *h)
 {
 	struct ep__pack *p = h->cached_pack;
 
+	EP_YIELD("empty packs");
 	if (p && __atomic_load_n(&h->root->empty_packs, __ATOMIC_RELAXED) > 1) {
 		p->cached = 0;
 		h->cached_pack = NULL;

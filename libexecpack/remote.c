@@ -150,12 +150,14 @@ out:
  */
 void ep__remote_drain(struct ep__heap *h)
 {
+	EP_YIELD("drain");
 	struct ep__pack *p = __atomic_exchange_n(&h->remote, NULL, __ATOMIC_ACQUIRE);
 
 	while (p) {
 		struct ep__pack *next = p->rnext;
 		size_t nsum = EP__BITMAP_WORDS(EP__BITMAP_WORDS(p->nchunks));
 
+		EP_YIELD("drain pack");
 		__atomic_store_n(&p->queued, 0, __ATOMIC_SEQ_CST);
 		for (size_t i = 0; i < nsum; i++) {
 			uint64_t sum = __atomic_exchange_n(&p->done_sum[i], 0, __ATOMIC_ACQUIRE);

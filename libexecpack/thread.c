@@ -148,6 +148,7 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 			ep__fork_track(h);
 			h->next_heap = pool->heaps;
 			VG_HAPPENS_BEFORE(&pool->heaps);
+			EP_YIELD("heap published");
 			__atomic_store_n(&pool->heaps, h, __ATOMIC_RELEASE);
 			pool->nheaps++;
 			goto adopt;
