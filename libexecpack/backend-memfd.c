@@ -293,7 +293,7 @@ int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t le
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
 	/* (the caller makes the change visible to instruction fetch, once
-	 * for the whole range: heap.c's code_changed(), remote.c) */
+	 * for the whole range: ep__code_changed(), remote.c) */
 	ep__copy_code((unsigned char *)r->rw + off, src, len);
 	return 0;
 }

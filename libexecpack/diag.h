@@ -16,7 +16,7 @@
 
 #include "internal.h"
 
-struct ep__heap; /* pool.h: one heap (a key for memcheck, never looked into) */
+struct ep__heap; /* types.h: one heap (a key for memcheck, never looked into) */
 struct ep__diag; /* per named allocation, diag.c only */
 
 void ep__diag_alloc_slow(struct ep__heap *pool, void *exec, size_t size);

@@ -39,8 +39,8 @@
 #include "thread.h"
 #include "track.h"
 
-/* alloc_end() of heap.c, on maps the owner may be changing: retried while
- * the pack's seq is odd or moved (a sequence lock's reader). */
+/* ep__alloc_end() (lookup.c) on maps the owner may be changing: retried
+ * while the pack's seq is odd or moved (a sequence lock's reader). */
 static size_t racy_end(const struct ep__pack *p, size_t pos)
 {
 	for (unsigned spins = 0;; spins++) {
