@@ -82,8 +82,9 @@ void ep__lock_setup(void);
 /* Out of line: revoke the owner's bias, with the word held. */
 void ep__lock_revoke(struct ep__lock *l);
 
-/* (the annotations are client requests: issued only under Valgrind) */
-static inline void ep__lock_init(struct ep__lock *l)
+/* In a fork child, which has one thread: no thread of the parent is here
+ * to hold the lock or use the fast path, so it is free and unbiased. */
+static inline void ep__lock_reset(struct ep__lock *l)
 {
 	__atomic_store_n(&l->word, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
@@ -91,6 +92,12 @@ static inline void ep__lock_init(struct ep__lock *l)
 	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
 	l->foreign = 0;
 	l->revoking = 0;
+}
+
+/* (the annotations are client requests: issued only under Valgrind) */
+static inline void ep__lock_init(struct ep__lock *l)
+{
+	ep__lock_reset(l);
 	if (ep__under_valgrind()) {
 		VALGRIND_HG_DISABLE_CHECKING(&l->word, sizeof(l->word));
 		ANNOTATE_RWLOCK_CREATE(l);
@@ -182,18 +189,6 @@ static inline void ep__unlock(struct ep__lock *l)
 	if (__builtin_expect(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2, 0))
 		syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	EP_YIELD("unlock");
-}
-
-/* In a fork child, which has one thread: no thread of the parent is here
- * to hold the lock or use the fast path, so it is free and unbiased. */
-static inline void ep__lock_reset(struct ep__lock *l)
-{
-	__atomic_store_n(&l->word, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
-	l->foreign = 0;
-	l->revoking = 0;
 }
 
 /*
