@@ -8,10 +8,11 @@
 #   Without an argument the copy is made from the git work tree (tracked
 #   files and new files not ignored, with their current contents); with one,
 #   from a `make dist` tarball.
-# Steps: dpkg-buildpackage -us -uc -b, lintian -I --pedantic (no error or
-# warning), the .debs unpacked with dpkg-deb -x into a throwaway root and
-# their contents checked, the pkg-config consumer compiled and run against
-# that root (shared, and static from libexecpack.a); the module built with
+# Steps: the source package (dpkg-source -b) and lintian -I --pedantic on
+# it, dpkg-buildpackage -us -uc -b, lintian -I --pedantic on the binaries
+# (no error or warning on either), the .debs unpacked with dpkg-deb -x into
+# a throwaway root and their contents checked, the pkg-config consumer
+# compiled and run against that root (shared, and static from libexecpack.a); the module built with
 # dkms from execpack-dkms in a scratch tree (never the machine's) and the
 # kmod suite run with it in a kernel under qemu; the Python package
 # installed with pip into a fresh venv, offline, and its tests run with
@@ -79,6 +80,30 @@ else
 fi
 [ -f "$src/debian/control" ] || { fail "debian/control in the copy"; finish; }
 pass "clean copy of the source in $src"
+
+# --- the source package, and lintian on it ---------------------------------------
+# dpkg-source -b on the clean copy (before the build leaves files in it):
+# the .dsc and tarball that an upload would carry, linted like the binaries.
+if (cd "$work" && dpkg-source -b libexecpack) >"$work/source.log" 2>&1; then
+	pass "dpkg-source -b (the source package)"
+else
+	cat "$work/source.log"
+	fail "dpkg-source -b (the source package)"
+fi
+dsc=$(ls "$work"/libexecpack_*.dsc 2>/dev/null | head -n 1)
+if [ -z "$dsc" ]; then
+	:
+elif command -v lintian >/dev/null 2>&1; then
+	lintian -I --pedantic --tag-display-limit 0 "$dsc" >"$work/lintian-source.log" 2>&1
+	sed 's/^/  lintian (source): /' "$work/lintian-source.log" | head -n 60
+	if grep -qE '^[EW]: ' "$work/lintian-source.log"; then
+		fail "lintian -I --pedantic on the source package reports no error or warning"
+	else
+		pass "lintian -I --pedantic on the source package reports no error or warning ($(grep -c '^[IP]: ' "$work/lintian-source.log") info and pedantic tags)"
+	fi
+else
+	echo "SKIP: lintian on the source package: lintian is not installed"
+fi
 
 if ! (cd "$src" && dpkg-checkbuilddeps) >"$work/builddeps.log" 2>&1; then
 	fail "build dependencies installed: $(cat "$work/builddeps.log")"
