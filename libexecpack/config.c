@@ -60,7 +60,7 @@ static int open_backend(struct ep__sub *pool, const struct ep_config *cfg)
 {
 	char why[256];
 	enum ep_backend want = cfg->backend;
-	const char *env = getenv("EXECPACK_BACKEND");
+	const char *env = secure_getenv("EXECPACK_BACKEND");
 
 	if (want == EP_BACKEND_AUTO && env && *env) {
 		if (!strcmp(env, "memfd"))

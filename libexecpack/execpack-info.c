@@ -4,6 +4,8 @@
  * EP_BACKEND_AUTO picks, and why each other one was not picked; as text for
  * people or, with --json, as one JSON object for scripts.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,7 +72,7 @@ static void gather(struct info *in, const struct ep_config *cfg)
 		{ "page size", "page_size", NULL },
 		{ "huge page size", "huge_page_size", NULL },
 	};
-	const char *env = getenv("EXECPACK_BACKEND");
+	const char *env = secure_getenv("EXECPACK_BACKEND");
 
 	memset(in, 0, sizeof(*in));
 	in->env = env && *env ? env : NULL;

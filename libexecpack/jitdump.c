@@ -88,7 +88,7 @@ bool ep__jitdump_wanted(unsigned pool_flags)
 	if (pool_flags & EP_F_JITDUMP)
 		return true;
 	if (e < 0) {
-		const char *s = getenv("EXECPACK_JITDUMP");
+		const char *s = secure_getenv("EXECPACK_JITDUMP");
 
 		e = s && *s && strcmp(s, "0") != 0;
 		__atomic_store_n(&env, e, __ATOMIC_RELAXED);
@@ -179,7 +179,7 @@ static int jd_create(const char *path)
  * header and map it.  0 or -errno. */
 static int jd_open(void)
 {
-	const char *dir = getenv("EXECPACK_JITDUMP_DIR");
+	const char *dir = secure_getenv("EXECPACK_JITDUMP_DIR");
 	char path[PATH_MAX];
 	pid_t pid = getpid();
 

@@ -181,10 +181,10 @@ unsigned ep__heaps_wanted(const struct ep__sub *first)
 {
 	if (!first->ops->threadsafe)
 		return 1;
-	const char *env = getenv("EXECPACK_HEAPS");
+	const char *env = secure_getenv("EXECPACK_HEAPS");
 
 	if (!env || !*env)
-		env = getenv("EXECPACK_SUBPOOLS"); /* the name it had first */
+		env = secure_getenv("EXECPACK_SUBPOOLS"); /* the name it had first */
 	long n = env && *env ? strtol(env, NULL, 10) : 0;
 
 	return n < 1 ? 0 : n > 65536 ? 65536 : (unsigned)n;
