@@ -496,10 +496,11 @@ struct jit_descriptor {
 	struct jit_code_entry *first_entry;
 };
 
-__attribute__((visibility("default"))) struct jit_descriptor __jit_debug_descriptor = { 1, 0,
-											 NULL, NULL };
+__attribute__((visibility("default"), weak)) struct jit_descriptor __jit_debug_descriptor = {
+	1, 0, NULL, NULL
+};
 
-__attribute__((visibility("default"), noinline, used)) void __jit_debug_register_code(void);
+__attribute__((visibility("default"), weak, noinline, used)) void __jit_debug_register_code(void);
 void __jit_debug_register_code(void)
 {
 	__asm__ volatile("" ::: "memory"); /* GDB's breakpoint: keep the call */
