@@ -3,7 +3,9 @@
 # python-binding.sh - runs the Python package's tests (python/tests/) from
 # the source tree against the library in the build tree (make check), with
 # unittest: pytest is not needed here (tests/check-debian.sh runs them with
-# pytest on the installed package).  Then the README's install commands,
+# pytest on the installed package), and mypy --strict on the package, its
+# build backend and python/tests/typing_results.py (what calls return, as
+# a type checker sees it).  Then the README's install commands,
 # word for word (a fresh `python3 -m venv`, pip offline), in a scratch
 # directory: the package must build there with what such a venv has (pip
 # and, on Debian 12, setuptools without wheel) and import from the venv.
@@ -43,6 +45,21 @@ for t in test_execpack test_api test_shrink_near; do
 	# a failure wins over a skip
 	if [ "$r" -ne 0 ] && [ "$rc" -ne 1 ]; then rc=$r; fi
 done
+
+# --- mypy --strict: the package, its build backend, and the types calls return ---
+# (test_api.py does the same where $python has mypy; Debian's mypy command
+# runs on the system's python3, which may not be $python)
+if command -v mypy >/dev/null 2>&1; then
+	if (cd "$srcdir/python" && mypy --strict --no-incremental --cache-dir /dev/null \
+		execpack backend tests/typing_results.py); then
+		echo "PASS: mypy --strict on the package, its backend and tests/typing_results.py"
+	else
+		echo "FAIL: mypy --strict"
+		rc=1
+	fi
+else
+	echo "SKIP (mypy): mypy is not installed"
+fi
 
 # --- the README's install commands in a fresh venv ------------------------------
 venv_cmd=$(grep -E '^python3 -m venv venv$' "$srcdir/README")
