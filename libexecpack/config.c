@@ -61,7 +61,7 @@ static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
 {
 	char why[256];
 	enum ep_backend want = cfg->backend;
-	const char *env = getenv("EXECPACK_BACKEND");
+	const char *env = secure_getenv("EXECPACK_BACKEND");
 
 	if (want == EP_BACKEND_AUTO && env && *env) {
 		if (!strcmp(env, "memfd"))
@@ -70,8 +70,20 @@ static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
 			want = EP_BACKEND_HUGETLB;
 		else if (!strcmp(env, "kmod"))
 			want = EP_BACKEND_KMOD;
-		else if (strcmp(env, "auto"))
+		else if (strcmp(env, "auto")) {
+			/* say which setting is wrong: every pool fails with it */
+			char val[68];
+			size_t n = 0;
+
+			for (; env[n] && n < 64; n++) /* no control characters */
+				val[n] = (unsigned char)env[n] < 0x20 || env[n] == 0x7f ? '?' : env[n];
+			snprintf(val + n, sizeof(val) - n, "%s", env[n] ? "..." : "");
+			snprintf(why, sizeof(why),
+				 "EXECPACK_BACKEND=%s: not a backend (memfd, hugetlb, kmod or auto)",
+				 val);
+			add_reason(pool, why);
 			return -EINVAL;
+		}
 	}
 	if (want != EP_BACKEND_AUTO) {
 		const struct ep__backend_ops *ops = backend_ops(want);

@@ -265,7 +265,7 @@ static int default_unwind_kind(void)
 	int k = __atomic_load_n(&kind, __ATOMIC_RELAXED);
 
 	if (k < 0) {
-		const char *e = getenv("EXECPACK_UNWIND");
+		const char *e = secure_getenv("EXECPACK_UNWIND");
 
 		k = e && !strcmp(e, "dwarf") ? EP_UNWIND_DWARF_FP : EP_UNWIND_NAME;
 		__atomic_store_n(&kind, k, __ATOMIC_RELAXED);
@@ -496,10 +496,11 @@ struct jit_descriptor {
 	struct jit_code_entry *first_entry;
 };
 
-__attribute__((visibility("default"))) struct jit_descriptor __jit_debug_descriptor = { 1, 0,
-											 NULL, NULL };
+__attribute__((visibility("default"), weak)) struct jit_descriptor __jit_debug_descriptor = {
+	1, 0, NULL, NULL
+};
 
-__attribute__((visibility("default"), noinline, used)) void __jit_debug_register_code(void);
+__attribute__((visibility("default"), weak, noinline, used)) void __jit_debug_register_code(void);
 void __jit_debug_register_code(void)
 {
 	__asm__ volatile("" ::: "memory"); /* GDB's breakpoint: keep the call */
@@ -648,7 +649,7 @@ static bool perfmap_wanted(unsigned pool_flags)
 	if (pool_flags & EP_F_PERFMAP)
 		return true;
 	if (e < 0) {
-		const char *s = getenv("EXECPACK_PERFMAP");
+		const char *s = secure_getenv("EXECPACK_PERFMAP");
 
 		e = s && *s && strcmp(s, "0") != 0;
 		__atomic_store_n(&env, e, __ATOMIC_RELAXED);
@@ -1194,11 +1195,12 @@ static unsigned fp_walk(struct out *o, const uintptr_t *fp, unsigned n)
 }
 
 /* EXECPACK_BACKTRACE=fp: the frame-pointer walk even where libunwind is
- * there.  glibc's getenv() is async-signal-safe (it takes no lock). */
+ * there.  glibc's secure_getenv() is async-signal-safe: it is getenv(),
+ * which takes no lock, behind a test of a flag set at startup. */
 static bool fp_walk_wanted(void)
 {
 #ifdef HAVE_LIBUNWIND
-	const char *e = getenv("EXECPACK_BACKTRACE");
+	const char *e = secure_getenv("EXECPACK_BACKTRACE");
 
 	return e && !strcmp(e, "fp");
 #else

@@ -4,6 +4,8 @@
  * EP_BACKEND_AUTO picks, and why each other one was not picked; as text for
  * people or, with --json, as one JSON object for scripts.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,7 +72,7 @@ static void gather(struct info *in, const struct ep_config *cfg)
 		{ "page size", "page_size", NULL },
 		{ "huge page size", "huge_page_size", NULL },
 	};
-	const char *env = getenv("EXECPACK_BACKEND");
+	const char *env = secure_getenv("EXECPACK_BACKEND");
 
 	memset(in, 0, sizeof(*in));
 	in->env = env && *env ? env : NULL;
@@ -289,17 +291,25 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
 			printf("execpack-info (libexecpack) %s\n", ep_version());
 			return 0;
-		} else
+		} else {
+			if (!strcmp(argv[i], "--path"))
+				fprintf(stderr, "execpack-info: option '--path' needs an argument\n");
+			else
+				fprintf(stderr, "execpack-info: unknown option '%s'\n", argv[i]);
 			return usage(stderr, 2);
+		}
 	}
-	if (quiet && json)
+	if (quiet && json) {
+		fprintf(stderr, "execpack-info: --quiet and --json cannot be used together\n");
 		return usage(stderr, 2);
+	}
 	if (quiet) {
 		char why[512];
 		int rc = ep_backend_probe(EP_BACKEND_AUTO, &cfg, why, sizeof(why));
 
 		if (rc) {
-			fprintf(stderr, "execpack-info: no backend works: %s\n", ep_strerror(rc));
+			fprintf(stderr, "execpack-info: no backend works: %s\n",
+				why[0] ? why : ep_strerror(rc));
 			return 1;
 		}
 		printf("%s\n", why);

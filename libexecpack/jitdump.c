@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -87,7 +88,7 @@ bool ep__jitdump_wanted(unsigned pool_flags)
 	if (pool_flags & EP_F_JITDUMP)
 		return true;
 	if (e < 0) {
-		const char *s = getenv("EXECPACK_JITDUMP");
+		const char *s = secure_getenv("EXECPACK_JITDUMP");
 
 		e = s && *s && strcmp(s, "0") != 0;
 		__atomic_store_n(&env, e, __ATOMIC_RELAXED);
@@ -141,11 +142,44 @@ static void forget_parent(void)
 	g_failed = false;
 }
 
+/*
+ * Create path for this process alone: exclusively (O_EXCL), so that a file,
+ * symbolic link or FIFO that someone else put there in a shared directory
+ * such as /tmp is never opened, followed, truncated or written (O_EXCL
+ * does not follow a link, O_NOFOLLOW says so twice, O_NONBLOCK keeps an
+ * open from ever waiting on a FIFO).  What is there already is taken for a
+ * file left by an earlier process with this pid and replaced only when it
+ * is ours: a regular file owned by our effective uid.  Anything else is
+ * left alone and no file is written (-EEXIST).  Mode 0600, less the umask:
+ * the file holds the process's code.  A descriptor or -errno.
+ */
+static int jd_create(const char *path)
+{
+	const int flags = O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+			  O_NONBLOCK;
+	int fd = open(path, flags, 0600);
+	struct stat st;
+
+	if (fd >= 0 || errno != EEXIST)
+		return fd >= 0 ? fd : -errno;
+	if (lstat(path, &st) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return -EEXIST;
+	/* ours: in a sticky directory (/tmp) nobody else can replace it
+	 * before the unlink; whatever is there after it, the create below is
+	 * exclusive again */
+	if (unlink(path) != 0 && errno != ENOENT)
+		return -errno;
+	fd = open(path, flags, 0600);
+	return fd >= 0 ? fd : -errno;
+}
+
 /* Open jit-<pid>.dump in EXECPACK_JITDUMP_DIR (default /tmp), write its
  * header and map it.  0 or -errno. */
 static int jd_open(void)
 {
-	const char *dir = getenv("EXECPACK_JITDUMP_DIR");
+	const char *dir = secure_getenv("EXECPACK_JITDUMP_DIR");
 	char path[PATH_MAX];
 	pid_t pid = getpid();
 
@@ -155,12 +189,10 @@ static int jd_open(void)
 
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return -ENAMETOOLONG;
-	/* a file left by an earlier process with this pid is replaced; a
-	 * symbolic link planted in a shared directory is not followed */
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = jd_create(path);
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	struct jd_header h = {
 		.magic = JD_MAGIC, .version = JD_VERSION, .total_size = sizeof(h),
 		.elf_mach = JD_MACHINE, .pid = (uint32_t)pid, .timestamp = now_ns(),

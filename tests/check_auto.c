@@ -53,6 +53,28 @@ START_TEST(test_auto_order_and_reasons)
 }
 END_TEST
 
+/* EXECPACK_BACKEND naming no backend fails every AUTO pool: the reason
+ * says which variable and which value, without its control characters. */
+START_TEST(test_env_bogus_named)
+{
+	struct ep_pool *p = NULL;
+	char why[256];
+
+	setenv("EXECPACK_BACKEND", "bogus", 1);
+	ck_assert_int_eq(ep_pool_create(NULL, &p), -EINVAL);
+	ck_assert_ptr_null(p);
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_AUTO, NULL, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why,
+			 "EXECPACK_BACKEND=bogus: not a backend (memfd, hugetlb, kmod or auto)");
+	setenv("EXECPACK_BACKEND", "two\nlines", 1);
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_AUTO, NULL, why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strstr(why, "EXECPACK_BACKEND=two?lines: ") == why, "why: %s", why);
+	/* an explicit backend still ignores the variable */
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_MEMFD, NULL, why, sizeof(why)), 0);
+	unsetenv("EXECPACK_BACKEND");
+}
+END_TEST
+
 START_TEST(test_env_selects)
 {
 	struct ep_pool *p = NULL;
@@ -240,6 +262,7 @@ int main(void)
 
 	tcase_add_test(tc, test_auto_order_and_reasons);
 	tcase_add_test(tc, test_env_selects);
+	tcase_add_test(tc, test_env_bogus_named);
 	tcase_add_test(tc, test_probe_agrees_with_create);
 	if (tu_free_huge_pages() <= 0 || tu_free_huge_pages() > 64)
 		printf("SKIP: test_env_hugetlb_is_explicit: needs 1 to 64 free 2 MiB huge pages\n");

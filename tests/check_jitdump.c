@@ -4,7 +4,11 @@
  * a pool with EP_F_JITDUMP writes is parsed here as perf parses it, and its
  * header, records, names and code bytes checked against the allocations;
  * the executable, read-only mapping perf finds it by; EXECPACK_JITDUMP=1;
- * the closing record at exit; a child after fork() writing its own file.
+ * the closing record at exit; a child after fork() writing its own file;
+ * the file created for this process alone: private, never a file, link or
+ * FIFO that was there before unless it is our own stale regular file, and
+ * never one that another user planted (those tests act as uid 65534, so
+ * they need root; without it they say SKIP).
  *
  * Each test runs in a process of its own (CK_FORK, or a forked child), so
  * that every one starts a fresh jit-<pid>.dump.  The files go to a scratch
@@ -16,10 +20,13 @@
 #include <elf.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -336,6 +343,226 @@ START_TEST(test_fork)
 }
 END_TEST
 
+/* A pool with EP_F_JITDUMP names and finalizes one function and runs it:
+ * the file is best effort, so every call succeeds whatever became of it. */
+static void write_named(const char *name)
+{
+	struct ep_pool *p = make_pool(EP_F_JITDUMP);
+	struct ep_image a;
+
+	jit_sized(p, 64, 5, &a);
+	ck_assert_int_eq(ep_set_name(p, a.exec, name), 0);
+	ck_assert_int_eq(ep_finalize(p, a.exec), 0);
+	ck_assert_int_eq(((tu_fn)a.exec)(), 5);
+	ep_pool_destroy(p);
+}
+
+/* What a file that is not ours holds: its whole content, for comparing. */
+static size_t slurp(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	ssize_t n;
+
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	n = read(fd, buf, len - 1);
+	ck_assert_int_ge(n, 0);
+	buf[n] = 0;
+	close(fd);
+	return (size_t)n;
+}
+
+/* The file is made for this process: a regular file of ours, mode 0600
+ * less the umask (it holds the process's code), not 0644. */
+START_TEST(test_private_file)
+{
+	mode_t mask = umask(022);
+	char path[128];
+	struct stat st;
+
+	umask(mask);
+	write_named("private_code");
+	dump_path(path, sizeof(path), (long)getpid());
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_uid, geteuid());
+	ck_assert_msg((st.st_mode & 07777) == (0600 & ~mask), "mode %o, not %o",
+		      (unsigned)(st.st_mode & 07777), (unsigned)(0600 & ~mask));
+}
+END_TEST
+
+/* A regular file of ours left by an earlier process with this pid is
+ * replaced by a new file: perf reads a whole, fresh dump. */
+START_TEST(test_stale_own_file)
+{
+	static const char junk[] = "left by an earlier process with this pid\n";
+	char path[128];
+	struct dump d;
+
+	dump_path(path, sizeof(path), (long)getpid());
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	write_named("after_stale");
+	dump_read((long)getpid(), &d);
+	ck_assert_uint_eq(d.h.pid, (uint32_t)getpid());
+	ck_assert_int_eq(d.n, 1);
+	ck_assert_str_eq(d.r[0].name, "after_stale");
+	dump_free(&d);
+}
+END_TEST
+
+/* A symbolic link at the file's name is never followed, even one of ours:
+ * its target keeps what it held and the link stays. */
+START_TEST(test_symlink_not_followed)
+{
+	static const char held[] = "the link's target\n";
+	char path[128], target[128], buf[256];
+	struct stat st;
+
+	dump_path(path, sizeof(path), (long)getpid());
+	snprintf(target, sizeof(target), "%s/target-%ld", g_dir, (long)getpid());
+	int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, held, strlen(held)), (ssize_t)strlen(held));
+	close(fd);
+	ck_assert_int_eq(symlink(target, path), 0);
+	write_named("not_through_a_link");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_uint_eq(slurp(target, buf, sizeof(buf)), strlen(held));
+	ck_assert_str_eq(buf, held);
+	ck_assert(!mapped_rx(target));
+	unlink(target);
+}
+END_TEST
+
+/* A FIFO at the file's name, even one of ours: the library neither waits
+ * on it (a test that hung would time out) nor writes into it, and leaves
+ * it where it is.  The test holds the read end open, so that anything
+ * written stays in the pipe to be seen. */
+START_TEST(test_fifo_not_used)
+{
+	char path[128], buf[256];
+	struct stat st;
+
+	dump_path(path, sizeof(path), (long)getpid());
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	int rd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	ck_assert_int_ge(rd, 0);
+	write_named("not_into_a_fifo");
+	ssize_t n = read(rd, buf, sizeof(buf));
+
+	ck_assert_msg(n <= 0, "%zd bytes were written into the FIFO", n);
+	close(rd);
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISFIFO(st.st_mode));
+}
+END_TEST
+
+/* --- another user's file in a shared directory ---------------------------- */
+
+#define OTHER_UID 65534 /* nobody */
+
+static char g_shared[96]; /* a directory like /tmp: mode 1777 */
+
+/* The shared directory, and the dump's name in it for this process. */
+static bool shared_setup(const char *test, char *path, size_t len)
+{
+	if (geteuid() != 0) {
+		printf("SKIP: %s: needs root to act as another user (uid %d)\n", test, OTHER_UID);
+		return false;
+	}
+	snprintf(g_shared, sizeof(g_shared), "%s/shared-%ld", g_dir, (long)getpid());
+	ck_assert_int_eq(mkdir(g_shared, 0700), 0);
+	ck_assert_int_eq(chmod(g_shared, 01777), 0);
+	ck_assert_int_eq(setenv("EXECPACK_JITDUMP_DIR", g_shared, 1), 0);
+	snprintf(path, len, "%s/jit-%ld.dump", g_shared, (long)getpid());
+	return true;
+}
+
+/* Run plant(path) in a child that is uid and gid OTHER_UID. */
+static void as_other_user(int (*plant)(const char *), const char *path)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		umask(0);
+		if (setgroups(0, NULL) != 0 || setgid(OTHER_UID) != 0 || setuid(OTHER_UID) != 0)
+			_exit(2);
+		_exit(plant(path));
+	}
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other user's child: %#x", st);
+}
+
+static const char g_planted[] = "planted by another user\n";
+
+static int plant_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+
+	if (fd < 0 || write(fd, g_planted, strlen(g_planted)) != (ssize_t)strlen(g_planted))
+		return 3;
+	return close(fd) == 0 ? 0 : 4;
+}
+
+static int plant_fifo(const char *path)
+{
+	return mkfifo(path, 0666) == 0 ? 0 : 3;
+}
+
+/* A 0666 file of another user at the dump's name is not ours: it is not
+ * truncated, written or mapped, and no code or name reaches it. */
+START_TEST(test_other_users_file)
+{
+	char path[160], buf[256];
+	struct stat st;
+
+	if (!shared_setup("test_other_users_file", path, sizeof(path)))
+		return;
+	as_other_user(plant_file, path);
+	write_named("secret_code");
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_uint_eq(st.st_uid, OTHER_UID);
+	ck_assert_uint_eq(st.st_mode & 07777, 0666);
+	ck_assert_uint_eq(slurp(path, buf, sizeof(buf)), strlen(g_planted));
+	ck_assert_str_eq(buf, g_planted);
+	ck_assert(!mapped_rx(path));
+}
+END_TEST
+
+/* Another user's FIFO there: not opened for writing, nothing written into
+ * it, not removed. */
+START_TEST(test_other_users_fifo)
+{
+	char path[160], buf[256];
+	struct stat st;
+
+	if (!shared_setup("test_other_users_fifo", path, sizeof(path)))
+		return;
+	as_other_user(plant_fifo, path);
+	int rd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	ck_assert_int_ge(rd, 0);
+	write_named("secret_code");
+	ssize_t n = read(rd, buf, sizeof(buf));
+
+	ck_assert_msg(n <= 0, "%zd bytes were written into the FIFO", n);
+	close(rd);
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISFIFO(st.st_mode));
+	ck_assert_uint_eq(st.st_uid, OTHER_UID);
+}
+END_TEST
+
 static Suite *jitdump_suite(void)
 {
 	Suite *s = suite_create("jitdump");
@@ -345,6 +572,12 @@ static Suite *jitdump_suite(void)
 	tcase_add_test(tc, test_off);
 	tcase_add_test(tc, test_env_and_close);
 	tcase_add_test(tc, test_fork);
+	tcase_add_test(tc, test_private_file);
+	tcase_add_test(tc, test_stale_own_file);
+	tcase_add_test(tc, test_symlink_not_followed);
+	tcase_add_test(tc, test_fifo_not_used);
+	tcase_add_test(tc, test_other_users_file);
+	tcase_add_test(tc, test_other_users_fifo);
 	suite_add_tcase(s, tc);
 	return s;
 }
@@ -370,6 +603,11 @@ int main(void)
 	snprintf(g_dir, sizeof(g_dir), "/tmp/check_jitdump.XXXXXX");
 	if (!mkdtemp(g_dir)) {
 		perror("mkdtemp");
+		return 99;
+	}
+	/* the other user of the shared-directory tests must reach into it */
+	if (chmod(g_dir, 0755) != 0) {
+		perror("chmod");
 		return 99;
 	}
 	setenv("EXECPACK_JITDUMP_DIR", g_dir, 1);

@@ -4,7 +4,9 @@
 # library's version; --json is valid JSON (python3 -m json.tool) and says
 # what the text output says (backends in AUTO's order, which work, AUTO's
 # pick), even with bytes in EXECPACK_BACKEND that are not UTF-8 or need
-# escaping; --quiet and --json together are a usage error.
+# escaping; EXECPACK_BACKEND naming no backend is named in the text, --quiet
+# and --json outputs; a usage error (an unknown option, --path without its
+# argument, --quiet with --json) says what is wrong before the usage.
 set -u
 builddir=${top_builddir:-.}
 info=$builddir/libexecpack/execpack-info
@@ -98,11 +100,35 @@ EXECPACK_BACKEND=$odd "$info" --json >"$tmp/odd.json"
 python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["environment"]["EXECPACK_BACKEND"]; sys.exit(e != "a\"b\\c\x01d\ufffde")' \
 	"$tmp/odd.json" || fail "EXECPACK_BACKEND with odd bytes: $(cat "$tmp/odd.json")"
 
-# --- usage ---------------------------------------------------------------------
-"$info" --json --quiet >/dev/null 2>&1
-[ $? -eq 2 ] || fail "--json --quiet is not a usage error"
-"$info" --bogus >/dev/null 2>&1
-[ $? -eq 2 ] || fail "an unknown option is not a usage error"
+# --- EXECPACK_BACKEND naming no backend: every output says which setting --------
+EXECPACK_BACKEND=bogus "$info" >"$tmp/bogus.txt" 2>&1
+grep -q '^AUTO picks: nothing works: EXECPACK_BACKEND=bogus: not a backend' "$tmp/bogus.txt" ||
+	fail "EXECPACK_BACKEND=bogus: the text output does not name it: $(grep AUTO "$tmp/bogus.txt")"
+EXECPACK_BACKEND=bogus "$info" --quiet >"$tmp/bogus.q" 2>&1
+[ $? -eq 1 ] || fail "EXECPACK_BACKEND=bogus: --quiet does not exit 1"
+grep -q '^execpack-info: no backend works: EXECPACK_BACKEND=bogus: not a backend' "$tmp/bogus.q" ||
+	fail "EXECPACK_BACKEND=bogus: --quiet says: $(cat "$tmp/bogus.q")"
+EXECPACK_BACKEND=bogus "$info" --json >"$tmp/bogus.json"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["auto"]["reason"]; sys.exit(not r.startswith("EXECPACK_BACKEND=bogus: "))' \
+	"$tmp/bogus.json" || fail "EXECPACK_BACKEND=bogus: --json's auto.reason: $(grep reason "$tmp/bogus.json")"
+
+# --- usage: an error names what is wrong, then the usage -------------------------
+# usage_error WHAT ARGS...: exit 2, and stderr's first line is WHAT
+usage_error() {
+	what=$1
+	shift
+	"$info" "$@" >"$tmp/usage.out" 2>"$tmp/usage.err"
+	rc=$?
+	[ $rc -eq 2 ] || fail "execpack-info $*: exit $rc, not 2 (a usage error)"
+	[ "$(head -n 1 "$tmp/usage.err")" = "execpack-info: $what" ] ||
+		fail "execpack-info $*: the first line is '$(head -n 1 "$tmp/usage.err")', not 'execpack-info: $what'"
+	grep -q '^usage: execpack-info' "$tmp/usage.err" || fail "execpack-info $*: no usage after the error"
+	[ -s "$tmp/usage.out" ] && fail "execpack-info $*: wrote to standard output"
+}
+usage_error "--quiet and --json cannot be used together" --json --quiet
+usage_error "unknown option '--bogus'" --bogus
+usage_error "unknown option 'stray'" stray
+usage_error "option '--path' needs an argument" --path
 
 [ "$failures" -eq 0 ] || exit 1
 echo "PASS: execpack-info --version and --json"

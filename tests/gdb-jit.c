@@ -7,12 +7,14 @@
  * function can be set there), then in gdb_stop_here(), whose `bt` must show
  * the JIT frame by name.
  *
- * Built twice.  With EP_FOREIGN_JIT_DESCRIPTOR (tests/gdb-jit-foreign) the
- * program defines __jit_debug_descriptor and __jit_debug_register_code
+ * Built four times.  With EP_FOREIGN_JIT_DESCRIPTOR (tests/gdb-jit-foreign)
+ * the program defines __jit_debug_descriptor and __jit_debug_register_code
  * itself, as programs that embed another JIT (LLVM, LuaJIT) do, so that the
  * exported names bind to its copies: the library must leave that list
- * alone (it keeps its own, which gdb reads as well), and the program checks
- * that it did, exiting 1 if not.
+ * alone, and the program checks that it did, exiting 1 if not.  The
+ * -static builds (tests/gdb-jit-static, tests/gdb-jit-static-foreign) are
+ * the same two linked with libexecpack.a, where the library's definitions
+ * are weak: the program's win, and without its own the library's serve.
  */
 #include <stdint.h>
 #include <stdio.h>

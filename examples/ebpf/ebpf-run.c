@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "disasm.h"
 #include "ebpf.h"
@@ -168,13 +169,30 @@ int main(int argc, char **argv)
 	}
 	if (file) {
 		FILE *f = fopen(file, "rb");
+		struct stat st;
 
 		if (!f)
-			return die("cannot open %s", file);
+			return die("cannot open %s: %s", file, strerror(errno));
+		if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+			fclose(f);
+			return die("cannot read %s: it is a directory, not a file", file);
+		}
 		text = slurp(f, &textlen);
+		if (text && ferror(f)) {
+			int e = errno;
+
+			free(text);
+			fclose(f);
+			return die("cannot read %s: %s", file, strerror(e));
+		}
 		fclose(f);
 	} else {
 		text = slurp(stdin, &textlen);
+		if (text && ferror(stdin)) {
+			free(text);
+			return die("cannot read the program from standard input: %s",
+				   strerror(errno));
+		}
 	}
 	if (!text)
 		return die("%s", "out of memory reading the program");
@@ -210,8 +228,15 @@ int main(int argc, char **argv)
 		struct ep_config cfg = { .sz = sizeof(cfg) };
 
 		rc = ep_pool_create(&cfg, &pool);
-		if (rc)
-			return die("cannot create an executable memory pool: %s", ep_strerror(rc));
+		if (rc) {
+			/* the library's reason (EXECPACK_BACKEND, no free huge
+			 * pages, ...), or the error's text when it has none */
+			char why[512];
+
+			if (ep_backend_probe(EP_BACKEND_AUTO, &cfg, why, sizeof(why)) == 0 || !why[0])
+				snprintf(why, sizeof(why), "%s", ep_strerror(rc));
+			return die("cannot create an executable memory pool: %s", why);
+		}
 	}
 	if (ebpf_vm_create(pool, &vm))
 		return die("%s", "out of memory");
@@ -230,7 +255,11 @@ int main(int argc, char **argv)
 		ep_pool_destroy(pool);
 		free(mem);
 		free(code);
-		return die("load failed: %s", err.msg[0] ? err.msg : strerror(-rc));
+		/* an object whose code is not where it was looked for: the
+		 * message lists the code sections, say how to pick one */
+		return die("load failed: %s%s", err.msg[0] ? err.msg : strerror(-rc),
+			   elf && !section && strstr(err.msg, "; code sections: ") ?
+				   " (--section NAME picks one)" : "");
 	}
 	if (dump)
 		ebpf_dump_prog(stdout, prog);

@@ -11,6 +11,7 @@
  */
 #include <elf.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,32 @@ static int find_section(const struct elf *e, const char *name)
 		if (!strcmp(sec_name(e, i), name))
 			return (int)i;
 	return -1;
+}
+
+/*
+ * "; code sections: a, b" for the sections other than skip that hold code
+ * (executable, with bytes, a whole number of instructions), so that an
+ * error about the section asked for says which ones there are; "" when
+ * there is none.
+ */
+static void code_sections(const struct elf *e, int skip, char *buf, size_t len)
+{
+	size_t k = 0;
+
+	buf[0] = 0;
+	for (size_t i = 1; i < e->eh->e_shnum && k < len; i++) {
+		const Elf64_Shdr *sh = &e->sh[i];
+
+		if ((int)i == skip || !(sh->sh_flags & SHF_EXECINSTR) || sh->sh_type == SHT_NOBITS ||
+		    sh->sh_size == 0 || sh->sh_size % 8)
+			continue;
+		int w = snprintf(buf + k, len - k, "%s%s", k ? ", " : "; code sections: ",
+				 sec_name(e, i));
+
+		if (w < 0)
+			break;
+		k += (size_t)w;
+	}
 }
 
 static int open_elf(struct elf *e, const void *buf, size_t len, struct ebpf_err *err)
@@ -280,6 +307,7 @@ int ebpf_load_elf(struct ebpf_vm *vm, const void *buf, size_t len,
 	struct ebpf_insn *insns = NULL;
 	int rc, sec, text;
 	size_t entry = 0, pre = 0, n, nmain, ntext = 0, *funcs = NULL, nfuncs = 0;
+	char others[120];
 
 	if (err) {
 		err->insn = -1;
@@ -305,12 +333,15 @@ int ebpf_load_elf(struct ebpf_vm *vm, const void *buf, size_t len,
 			}
 		}
 		if (sec < 0) {
-			rc = ebpf_fail(err, -1, "no code section or function named '%s'", sel);
+			code_sections(&e, -1, others, sizeof(others));
+			rc = ebpf_fail(err, -1, "no code section or function named '%s'%s", sel, others);
 			goto out;
 		}
 	}
 	if (e.sh[sec].sh_type == SHT_NOBITS || e.sh[sec].sh_size % 8 || e.sh[sec].sh_size == 0) {
-		rc = ebpf_fail(err, -1, "section %s is empty or not a multiple of 8 bytes", sec_name(&e, sec));
+		code_sections(&e, sec, others, sizeof(others));
+		rc = ebpf_fail(err, -1, "section %s is empty or not a multiple of 8 bytes%s",
+			       sec_name(&e, sec), others);
 		goto out;
 	}
 	nmain = e.sh[sec].sh_size / 8;

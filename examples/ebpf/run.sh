@@ -46,7 +46,7 @@ expect "b7 00 00" "multiple of 8" 1
 expect "" "unknown option" 1 --bogus
 # program from a file, raw and hex
 tmp=$(mktemp "${TMPDIR:-/tmp}/ebpf-run.XXXXXX") || exit 99
-trap 'rm -f "$tmp"' EXIT
+trap 'rm -f "$tmp" "$tmp.xdp"' EXIT
 printf '\267\000\000\000\052\000\000\000\225\000\000\000\000\000\000\000' >"$tmp"
 expect "" 2a 0 --raw --file "$tmp"
 printf 'b7 00 00 00 2b 00 00 00 95 00 00 00 00 00 00 00' >"$tmp"
@@ -78,6 +78,29 @@ for m in --jit --interp; do
 done
 expect "" "no code section or function named 'nosuch'" 1 --section nosuch --file "$tmp"
 expect "$p" "needs an ELF object" 1 --section .text
+# Code in a section of its own and an empty .text (clang's output for a
+# function in SEC("xdp")): the error lists the code sections and names the
+# option that picks one; --section xdp runs it.  Sections: null, .text
+# (empty), xdp (`r0 = 0x2d; exit`), .shstrtab.
+elf="7f 45 4c 46 02 01 01 00 $(z 8) 01 00 f7 00 01 00 00 00 $(z 16) $(le8 104) $(z 4)
+40 00 00 00 00 00 40 00 04 00 03 00
+b7 00 00 00 2d 00 00 00 95 00 00 00 00 00 00 00
+00 2e 74 65 78 74 00 78 64 70 00 2e 73 68 73 74 72 74 61 62 00 $(z 3)
+$(z 64)
+01 00 00 00 01 00 00 00 $(le8 6) $(z 8) $(le8 64) $(z 8) $(z 8) $(le8 8) $(z 8)
+07 00 00 00 01 00 00 00 $(le8 6) $(z 8) $(le8 64) $(le8 16) $(z 8) $(le8 8) $(z 8)
+0b 00 00 00 03 00 00 00 $(z 16) $(le8 80) $(le8 21) $(z 8) $(le8 1) $(z 8)"
+xdp=$tmp.xdp
+bin $elf >"$xdp"
+[ "$(wc -c <"$xdp")" -eq 360 ] || { echo "FAIL: the xdp ELF has $(wc -c <"$xdp") bytes, not 360"; fail=1; }
+expect "" "load failed: section .text is empty or not a multiple of 8 bytes; code sections: xdp (--section NAME picks one)" \
+	1 --file "$xdp"
+expect "" "no code section or function named 'nosuch'; code sections: xdp$" 1 --section nosuch --file "$xdp"
+expect "" 2d 0 --section xdp --file "$xdp"
+# a file that cannot be read says why
+expect "" "cannot open /nonexistent/prog.o: No such file or directory" 1 --file /nonexistent/prog.o
+dir=$(dirname "$tmp")
+expect "" "cannot read $dir: it is a directory" 1 --file "$dir"
 
 # --dump lists the bytecode instead of running it (execpack-ebpf-run(1)); a program
 # that does not load is listed as given, then the error follows.

@@ -19,7 +19,24 @@ message; a double free, for example, is OSError(errno.EINVAL, ...).
 The code is position-dependent on purpose: pool.load() places it where it
 will run, so relative addresses inside it are fine, but anything that needs
 its final address must use Pool.alloc()/Pool.finalize() instead, which
-expose image.exec before the code is written.
+expose image.exec before the code is written.  The code goes into
+image.buffer, a writable memoryview of the staging buffer (no ctypes
+needed), until finalize():
+
+    img = pool.alloc(64)
+    img.buffer[:len(code)] = code                   # or struct.pack_into()
+    pool.finalize(img)
+
+The view stands for the staging buffer, which the library reuses for other
+code once the image is finalized or freed: from then on image.buffer and
+every view taken of it raise ValueError (patch live code with
+pool.write()).
+
+A JitFunction is a context manager that frees its code when the block
+ends (`with pool.load(code) as f: ...`), and it is typed by what its calls
+return: pool.load(code, restype=ctypes.c_double) is a
+JitFunction[float], the default (c_int) a JitFunction[int], restype=None a
+JitFunction[None], so that mypy knows what f() gives.
 
 Lifetime.  A JitFunction or Image keeps its Pool alive: the pool is not
 destroyed by garbage collection while anything loaded from it is still

@@ -9,8 +9,8 @@ import errno
 import operator
 import os
 import weakref
-from typing import (Any, Callable, Dict, Iterable, Optional, SupportsIndex, Tuple, Type,
-                    Union)
+from typing import (Any, Callable, Dict, Generic, Iterable, List, Optional,
+                    SupportsIndex, Tuple, Type, TypeVar, Union, overload)
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "CHUNK_SIZE",
@@ -63,7 +63,7 @@ _CFuncPtr: Type[Any] = FILL_FN.__mro__[1]
 
 # what Pool(near=...) takes: an address, or what has one (_near_address());
 # a function pointer is a ctypes._CData
-NearAddress = Optional[Union[SupportsIndex, "ctypes._CData", "JitFunction"]]
+NearAddress = Optional[Union[SupportsIndex, "ctypes._CData", "JitFunction[Any]"]]
 
 
 class _Config(ctypes.Structure):
@@ -173,14 +173,61 @@ def _einval(what: str) -> OSError:
 
 class _Allocation:
     """One live allocation as the binding knows it: the Image and the
-    JitFunction made from it share this record, and it holds the pool."""
+    JitFunction made from it share this record, and it holds the pool.
 
-    __slots__ = ("pool", "exec", "dead", "__weakref__")
+    Image.buffer is a bytearray of the binding's (mirror) that stands for
+    the staging buffer until finalize: the library reuses a staging buffer
+    for other code once its allocation is finalized or freed, so Python
+    must never hold a view of the library's own memory.  The mirror is
+    copied into the staging buffer before each library call that reads it
+    (finalize, write, shrink) and dropped when the staging buffer goes."""
 
-    def __init__(self, pool: "Pool", exec_addr: int) -> None:
+    __slots__ = ("pool", "exec", "dead", "rw", "size", "finalized", "mirror", "views",
+                 "__weakref__")
+
+    def __init__(self, pool: "Pool", exec_addr: int, rw: int = 0, size: int = 0) -> None:
         self.pool = pool
         self.exec = exec_addr
         self.dead: Optional[str] = None  # "freed" or "closed" once unusable
+        self.rw = rw                     # the staging buffer (alloc() only)
+        self.size = size                 # bytes handed out, after shrinks
+        self.finalized = False
+        self.mirror: Optional[bytearray] = None
+        # the views of mirror Image.buffer handed out, released when it goes
+        self.views: "List[weakref.ref[memoryview]]" = []
+
+    def flush(self) -> None:
+        """The mirror's bytes into the staging buffer."""
+        if self.mirror is not None and self.rw:
+            n = min(len(self.mirror), self.size)
+            buf = (ctypes.c_char * n).from_buffer(self.mirror)
+            ctypes.memmove(self.rw, buf, n)
+            del buf
+
+    def view(self) -> memoryview:
+        """A new view of the mirror's .size bytes, made from the staging
+        buffer's bytes on the first one."""
+        if self.mirror is None:
+            self.mirror = bytearray(ctypes.string_at(self.rw, self.size))
+        v = memoryview(self.mirror)[:self.size]
+        self.views = [r for r in self.views if r() is not None]
+        self.views.append(weakref.ref(v))
+        return v
+
+    def drop_mirror(self) -> None:
+        """Forget the mirror: the staging buffer is gone or is the code's
+        no more.  The views handed out are released (using one raises
+        ValueError); one the caller exported further, or sliced, stays a
+        view of a bytearray no code reads."""
+        for r in self.views:
+            v = r()
+            if v is not None:
+                try:
+                    v.release()
+                except BufferError:
+                    pass
+        self.views = []
+        self.mirror = None
 
 
 def _dead_text(alloc: _Allocation) -> str:
@@ -196,6 +243,27 @@ class Image:
         self.exec = exec_addr
         self.rw = rw_addr
         self.size = size
+
+    @property
+    def buffer(self) -> memoryview:
+        """The staging buffer as a writable memoryview of .size bytes
+        (format "B"), for writing code without ctypes:
+        img.buffer[:len(code)] = code, struct.pack_into(..., img.buffer, ...).
+
+        It starts as the staging buffer holds it (the trap fill) and
+        reaches it at finalize() (or at write() and shrink() before then).
+        Once the Image is finalized, freed or its pool closed it raises
+        ValueError, and so does a view taken before (its slices are
+        bytes no code reads): patch live code with Pool.write()."""
+        alloc = self._alloc
+        if alloc is None or not alloc.rw:
+            raise ValueError("%r has no staging buffer: only Pool.alloc() makes one" % self)
+        if alloc.dead is not None:
+            raise ValueError("buffer of %r: it was %s" % (self, _dead_text(alloc)))
+        if alloc.finalized:
+            raise ValueError("buffer of %r: it is finalized, its staging buffer is gone "
+                             "(patch it with Pool.write())" % self)
+        return alloc.view()
 
     def __repr__(self) -> str:
         return "Image(exec=0x%x, size=%d)" % (self.exec, self.size)
@@ -218,11 +286,20 @@ def _arg_range(argtype: Any) -> Optional[Tuple[int, int]]:
     return 0, (1 << bits) - 1
 
 
-class JitFunction:
+# the Python type a JitFunction's call returns (its restype's value type)
+_R = TypeVar("_R")
+_T = TypeVar("_T")
+
+
+class JitFunction(Generic[_R]):
     """Machine code loaded by Pool.load(), callable like a ctypes function.
 
     Calling it after pool.free() of it or after pool.close() raises
-    ValueError; it keeps its pool alive while it is referenced."""
+    ValueError; it keeps its pool alive while it is referenced.  As a
+    context manager it frees its code when the block ends.  It is generic
+    in what a call returns: Pool.load() gives a JitFunction[float] for
+    restype=ctypes.c_double, JitFunction[int] by default (c_int),
+    JitFunction[None] for restype=None, so type checkers know the result."""
 
     def __init__(self, pool: "Pool", image: Image, restype: Any,
                  argtypes: Iterable[Any]) -> None:
@@ -240,7 +317,7 @@ class JitFunction:
                              for i, r in enumerate(map(_arg_range, types))
                              if r is not None)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any) -> _R:
         if self._alloc.dead is not None:
             raise ValueError("call of %r: the code was %s"
                              % (self, _dead_text(self._alloc)))
@@ -250,7 +327,16 @@ class JitFunction:
                 if isinstance(a, int) and not lo <= a <= hi:
                     raise OverflowError("argument %d does not fit in %s: %d"
                                         % (i + 1, name, a))
-        return self._fn(*args)
+        result: _R = self._fn(*args)
+        return result
+
+    def __enter__(self) -> "JitFunction[_R]":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Free the code, unless it is freed or its pool closed already."""
+        if self._alloc.dead is None and not self.pool.closed:
+            self.pool.free(self)
 
     def __repr__(self) -> str:
         return "<JitFunction at 0x%x, %d bytes>" % (self.address, self.size)
@@ -292,6 +378,7 @@ class Pool:
         if self._handle is not None:
             for alloc in list(self._live.values()):
                 alloc.dead = "closed"
+                alloc.drop_mirror()
             self._live.clear()
             library().ep_pool_destroy(self._handle)
             self._handle = None
@@ -317,12 +404,19 @@ class Pool:
             raise _einval("%s: the pool is closed" % what)
         return self._handle
 
-    def _track(self, exec_addr: int) -> _Allocation:
-        alloc = _Allocation(self, exec_addr)
+    def _track(self, exec_addr: int, rw: int = 0, size: int = 0) -> _Allocation:
+        alloc = _Allocation(self, exec_addr, rw, size)
         self._live[exec_addr] = alloc
         return alloc
 
-    def _target(self, target: Union["JitFunction", Image, int],
+    def _mirrored(self, addr: int) -> Optional[_Allocation]:
+        """The allocation with an Image.buffer mirror whose bytes hold addr."""
+        for alloc in list(self._live.values()):
+            if alloc.mirror is not None and alloc.exec <= addr < alloc.exec + alloc.size:
+                return alloc
+        return None
+
+    def _target(self, target: Union["JitFunction[Any]", Image, int],
                 what: str) -> Tuple[int, Optional[_Allocation]]:
         """(exec address, its _Allocation or None) of a free/write/finalize
         target; raises for a dead one, one of another pool, a bad address."""
@@ -349,10 +443,10 @@ class Pool:
         img = _Image()
         _check(library().ep_alloc(self._h("ep_alloc"), size, ctypes.byref(img)), "ep_alloc")
         image = Image(int(img.exec or 0), int(img.rw or 0), int(img.size))
-        image._alloc = self._track(img.exec)
+        image._alloc = self._track(image.exec, image.rw, image.size)
         return image
 
-    def write(self, target: Union["JitFunction", Image, int], data: bytes,
+    def write(self, target: Union["JitFunction[Any]", Image, int], data: bytes,
               offset: int = 0) -> None:
         """ep_write(): copy data to the executable address of target + offset."""
         h = self._h("ep_write")
@@ -366,15 +460,29 @@ class Pool:
             raise TypeError("data must be bytes-like, not int")
         code = bytes(data)
         buf = ctypes.create_string_buffer(code, len(code))
+        mirrored = self._mirrored(addr + offset)
+        if mirrored is not None:
+            mirrored.flush()
         _check(library().ep_write(h, addr + offset, buf, len(code)), "ep_write")
+        if mirrored is not None and mirrored.mirror is not None:
+            # the staging buffer has the bytes now; so must Image.buffer
+            start = addr + offset - mirrored.exec
+            mirrored.mirror[start:start + len(code)] = code
 
-    def finalize(self, target: Union["JitFunction", Image, int]) -> None:
+    def finalize(self, target: Union["JitFunction[Any]", Image, int]) -> None:
         """ep_finalize(): copy the staging buffer into place."""
         h = self._h("ep_finalize")
-        addr, _ = self._target(target, "ep_finalize")
+        addr, alloc = self._target(target, "ep_finalize")
+        if alloc is not None:
+            alloc.flush()
         _check(library().ep_finalize(h, addr), "ep_finalize")
+        if alloc is not None:
+            # the staging buffer is the library's again (reused for other
+            # code): Image.buffer must not reach it
+            alloc.finalized = True
+            alloc.drop_mirror()
 
-    def free(self, target: Union["JitFunction", Image, int]) -> None:
+    def free(self, target: Union["JitFunction[Any]", Image, int]) -> None:
         """ep_free(): release a JitFunction, Image or exec address.
 
         What was loaded there is dead afterwards: calling it raises
@@ -384,10 +492,11 @@ class Pool:
         _check(library().ep_free(h, addr), "ep_free")
         if alloc is not None:
             alloc.dead = "freed"
+            alloc.drop_mirror()
         if self._live.get(addr) is alloc:
             self._live.pop(addr, None)
 
-    def shrink(self, target: Union["JitFunction", Image, int], size: int) -> None:
+    def shrink(self, target: Union["JitFunction[Any]", Image, int], size: int) -> None:
         """ep_shrink(): keep the first size bytes of an allocation (a
         JitFunction, an Image or its exec address) and give back the whole
         chunks past them, before or after finalize(); the code does not move.
@@ -396,15 +505,38 @@ class Pool:
         more than the allocation has left, or a freed allocation raise
         OSError(EINVAL): it never grows.  Use free() to give back all."""
         h = self._h("ep_shrink")
-        addr, _ = self._target(target, "ep_shrink")
+        addr, alloc = self._target(target, "ep_shrink")
         size = _unsigned(size, _SIZE_MAX, "size_t", "size")
+        if alloc is not None:
+            alloc.flush()
         _check(library().ep_shrink(h, addr, size), "ep_shrink")
         if isinstance(target, (JitFunction, Image)) and size < target.size:
             target.size = size
+        if alloc is not None and size < alloc.size:
+            alloc.size = size
+
+    @overload
+    def load(self, machine_code: bytes, restype: None,
+             argtypes: Iterable[Any] = ()) -> JitFunction[None]: ...
+
+    @overload
+    def load(self, machine_code: bytes, restype: "Type[ctypes._SimpleCData[_T]]",
+             argtypes: Iterable[Any] = ()) -> JitFunction[_T]: ...
+
+    @overload
+    def load(self, machine_code: bytes, *,
+             argtypes: Iterable[Any] = ()) -> JitFunction[int]: ...
+
+    @overload
+    def load(self, machine_code: bytes, restype: Any,
+             argtypes: Iterable[Any] = ()) -> JitFunction[Any]: ...
 
     def load(self, machine_code: bytes, restype: Any = ctypes.c_int,
-             argtypes: Iterable[Any] = ()) -> JitFunction:
-        """Allocate, copy machine_code, finalize: a callable JitFunction."""
+             argtypes: Iterable[Any] = ()) -> JitFunction[Any]:
+        """Allocate, copy machine_code, finalize: a callable JitFunction.
+
+        Its calls return what ctypes makes of restype (default c_int: an
+        int; c_double: a float; None: None), and it is typed so."""
         if isinstance(machine_code, int):
             raise TypeError("machine_code must be bytes-like, not int")
         code = bytes(machine_code)
@@ -439,7 +571,7 @@ class Pool:
         text: Optional[bytes] = library().ep_pool_reasons(self._h("ep_pool_reasons"))
         return (text or b"").decode(errors="replace")
 
-    def set_name(self, target: Union["JitFunction", Image, int],
+    def set_name(self, target: Union["JitFunction[Any]", Image, int],
                  name: Union[str, bytes]) -> None:
         """ep_set_name(): name the allocation for symbolize(), perf and
         debuggers.  A name longer than NAME_MAX bytes or with a null byte
@@ -453,7 +585,7 @@ class Pool:
             raise ValueError("name is %d bytes, more than NAME_MAX (%d)" % (len(raw), NAME_MAX))
         _check(library().ep_set_name(h, addr, raw), "ep_set_name")
 
-    def set_unwind(self, target: Union["JitFunction", Image, int], kind: int,
+    def set_unwind(self, target: Union["JitFunction[Any]", Image, int], kind: int,
                    prologue: int = 0, frame: int = 0) -> None:
         """ep_set_unwind(): how libunwind unwinds the allocation (UNWIND_*);
         OSError(EOPNOTSUPP) for the DWARF kinds without libunwind."""

@@ -210,6 +210,19 @@ class TypesTest(unittest.TestCase):
                                      "--cache-dir", os.devnull, pkg])
         self.assertEqual(rc, 0, out + err)
 
+    def test_typed_results(self):
+        """mypy --strict infers what JitFunction calls return from the
+        restype given to Pool.load() (typing_results.py), when mypy is here."""
+        try:
+            import mypy.api
+        except ImportError:
+            self.skipTest("mypy is not installed")
+        pkg = os.path.dirname(os.path.abspath(execpack.__file__))
+        check = os.path.join(os.path.dirname(os.path.abspath(__file__)), "typing_results.py")
+        out, err, rc = mypy.api.run(["--strict", "--no-incremental",
+                                     "--cache-dir", os.devnull, pkg, check])
+        self.assertEqual(rc, 0, out + err)
+
 
 def main():
     try:

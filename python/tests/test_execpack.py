@@ -18,6 +18,7 @@ import os
 import re
 import resource
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -219,6 +220,136 @@ class BindingTest(unittest.TestCase):
         self.assertGreaterEqual(st["large_bytes"], len(code))
         self.pool.free(f)
         self.assertEqual(self.pool.stats()["large_allocs"], 0)
+
+
+class StagingBufferTest(unittest.TestCase):
+    """Image.buffer: the staging buffer through the buffer protocol, so that
+    code is written without ctypes; never a view of the library's memory
+    once the staging buffer is its again."""
+
+    def setUp(self):
+        self.pool = execpack.Pool()
+
+    def tearDown(self):
+        self.pool.close()
+
+    def call_int(self, img):
+        return execpack.JitFunction(self.pool, img, ctypes.c_int, ())()
+
+    def test_write_code_without_ctypes(self):
+        img = self.pool.alloc(len(FORTY_TWO))
+        buf = img.buffer
+        self.assertIsInstance(buf, memoryview)
+        self.assertEqual((len(buf), buf.format, buf.itemsize, buf.readonly),
+                         (img.size, "B", 1, False))
+        self.assertEqual(bytes(buf), b"\xcc" * img.size, "it starts as the trap fill")
+        buf[:len(FORTY_TWO)] = FORTY_TWO
+        struct.pack_into("<I", img.buffer, 1, 43)   # a second view, the same bytes
+        self.assertEqual(bytes(buf[:6]), bytes([0xB8, 43, 0, 0, 0, 0xC3]))
+        self.pool.finalize(img)
+        self.assertEqual(self.call_int(img), 43)
+        self.pool.free(img)
+
+    def test_gone_after_finalize(self):
+        img = self.pool.alloc(64)
+        buf = img.buffer
+        buf[:len(FORTY_TWO)] = FORTY_TWO
+        self.pool.finalize(img)
+        # the staging buffer is reused for other code: no way to it remains
+        with self.assertRaises(ValueError):
+            img.buffer
+        with self.assertRaises(ValueError):
+            buf[0] = 0xC3
+        other = self.pool.alloc(64)
+        self.assertEqual(bytes(other.buffer), b"\xcc" * 64)
+        self.assertEqual(self.call_int(img), 42)
+        self.pool.write(img, bytes([7]), offset=1)   # live code: Pool.write()
+        self.assertEqual(self.call_int(img), 7)
+        self.pool.free(img)
+        self.pool.free(other)
+
+    def test_gone_after_free_and_close(self):
+        img = self.pool.alloc(64)
+        buf = img.buffer
+        self.pool.free(img)
+        for use in (lambda: img.buffer, lambda: buf.__setitem__(0, 1)):
+            with self.assertRaises(ValueError):
+                use()
+        with execpack.Pool() as p:
+            img = p.alloc(64)
+            buf = img.buffer
+        with self.assertRaises(ValueError):
+            buf[0] = 1
+        with self.assertRaises(ValueError):
+            img.buffer
+        with self.assertRaises(ValueError):
+            execpack.Image(0x1000, 0x2000, 64).buffer   # made by hand: no staging buffer
+
+    def test_write_and_shrink_before_finalize(self):
+        img = self.pool.alloc(4 * execpack.CHUNK_SIZE)
+        img.buffer[:len(MOV_RAX)] = MOV_RAX
+        # ep_write() before finalize lands in the staging buffer: the buffer
+        # shows it, and what was written through the buffer stays
+        self.pool.write(img, (99).to_bytes(8, "little"), offset=2)
+        self.assertEqual(bytes(img.buffer[:len(MOV_RAX)]),
+                         MOV_RAX[:2] + (99).to_bytes(8, "little") + MOV_RAX[10:])
+        self.pool.shrink(img, len(MOV_RAX))
+        self.assertEqual(len(img.buffer), len(MOV_RAX))
+        self.pool.finalize(img)
+        self.assertEqual(execpack.JitFunction(self.pool, img, ctypes.c_uint64, ())(), 99)
+        self.pool.free(img)
+
+
+class JitFunctionTest(unittest.TestCase):
+    """JitFunction as a context manager, and the type of what a call gives."""
+
+    def setUp(self):
+        self.pool = execpack.Pool()
+
+    def tearDown(self):
+        self.pool.close()
+
+    def test_context_manager_frees(self):
+        live = self.pool.stats()["live_allocs"]
+        with self.pool.load(FORTY_TWO) as f:
+            self.assertIsInstance(f, execpack.JitFunction)
+            self.assertEqual(f(), 42)
+            self.assertEqual(self.pool.stats()["live_allocs"], live + 1)
+        self.assertEqual(self.pool.stats()["live_allocs"], live)
+        with self.assertRaises(ValueError):
+            f()
+        with self.assertRaises(RuntimeError):
+            with self.pool.load(FORTY_TWO) as g:
+                raise RuntimeError("boom")
+        self.assertEqual(self.pool.stats()["live_allocs"], live)
+        with self.assertRaises(ValueError):
+            g()
+        # freed inside the block, or its pool closed: the end frees nothing
+        with self.pool.load(FORTY_TWO) as h:
+            self.pool.free(h)
+        with execpack.Pool() as p:
+            with p.load(FORTY_TWO) as k:
+                p.close()
+        with self.assertRaises(ValueError):
+            k()
+
+    def test_typed_results(self):
+        # addsd xmm0, xmm1; ret
+        add = self.pool.load(bytes.fromhex("f20f58c1c3"), restype=ctypes.c_double,
+                             argtypes=(ctypes.c_double, ctypes.c_double))
+        r = add(1.5, 2.25)
+        self.assertIs(type(r), float)
+        self.assertEqual(r, 3.75)
+        # mov eax, 1; ret as a bool, and as an unsigned byte of mov eax, 0x1ff
+        self.assertIs(self.pool.load(bytes([0xB8, 1, 0, 0, 0, 0xC3]), restype=ctypes.c_bool)(),
+                      True)
+        self.assertEqual(self.pool.load(bytes([0xB8, 0xFF, 1, 0, 0, 0xC3]),
+                                        restype=ctypes.c_uint8)(), 0xFF)
+        self.assertIs(type(self.pool.load(FORTY_TWO)()), int)
+        self.assertIsNone(self.pool.load(FORTY_TWO, restype=None)())
+        # what a type checker is told, checked by mypy in test_api and by
+        # tests/python-binding.sh: typing_results.py
+        self.assertIs(execpack.JitFunction[float].__origin__, execpack.JitFunction)
 
 
 class LifetimeTest(unittest.TestCase):
