@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * diag.h - diagnostics for JIT code: names, symbolization, libunwind
- * registration, perf maps and Valgrind client requests (diag.c).
+ * registration, perf maps and Valgrind client requests (diag.c, which
+ * hands each change to diag-*.c).  The core's only way in.
  *
  * heap.c calls the ep__diag_* hooks with the heap's lock held, so that for
  * one allocation they are ordered like the calls that caused them.  Each
