@@ -182,13 +182,22 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 #define EP_NAME_MAX 255
 
 /*
- * Name the live allocation that starts at exec (its image.exec).  The name
+ * Name the live allocation that starts at exec (its image.exec): its bytes
+ * from exec, up to the size ep_shrink() was given.  The name
  * is copied; naming again renames.  Named code is found by ep_symbolize(),
  * registered with libunwind (when built with it) once finalized, and listed
  * in /tmp/perf-<pid>.map with EP_F_PERFMAP or EXECPACK_PERFMAP=1, and with
  * its code bytes in perf's jitdump with EP_F_JITDUMP or EXECPACK_JITDUMP=1.
  */
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
+
+/*
+ * The same, where the program has fewer bytes than its allocation (its
+ * chunks are whole, and ep_alloc() got an upper bound): the name covers
+ * [exec, exec + size), 0 < size <= what the allocation has, and no more
+ * than ep_shrink() left.  ep_shrink() narrows every name to its size too.
+ */
+EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size);
 
 /* ep_set_unwind() kinds: what libunwind is told about an allocation. */
 #define EP_UNWIND_NAME     0 /* name only: unw_get_proc_name() names the frame;

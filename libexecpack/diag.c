@@ -45,6 +45,9 @@ struct ep__diag {
 	struct ep__diag *next, *prev; /* all records, for the exit-time leak hiding */
 	size_t slot;                  /* SIZE_MAX: not in the table */
 	char *name;                   /* NULL: unnamed */
+	size_t end;                   /* ep_shrink()'s size: the program has no more
+				       * bytes from exec (0: not shrunk) */
+	size_t code;                  /* ep_set_name_size()'s size (0: none) */
 	bool finalized;
 	int kind; /* EP_UNWIND_* */
 	size_t prologue, frame;
@@ -71,6 +74,24 @@ static struct ep__diag *record_get(struct ep__diag **d)
 	g_records = r;
 	*d = r;
 	return r;
+}
+
+/*
+ * The bytes a name covers: the program's, not the trap fill past them.
+ * size is the allocation's, from exec (heap.c); the program has fewer where
+ * the caller said so, with ep_shrink() (at most) or ep_set_name_size().
+ * Every consumer (the symbol table, the unwinders, gdb, the perf map,
+ * jitdump) gets this one extent.
+ */
+static size_t program_size(const struct ep__diag *r, size_t size)
+{
+	return r->end && r->end < size ? r->end : size;
+}
+
+static size_t code_size(const struct ep__diag *r, size_t size)
+{
+	size = program_size(r, size);
+	return r->code && r->code < size ? r->code : size;
 }
 
 /* (Re)describe a finalized allocation to the unwinders.  g_lock held. */
@@ -114,6 +135,7 @@ void ep__diag_finalize_slow(struct ep__sub *pool, struct ep__diag **d, void *exe
 	struct ep__diag *r = *d;
 
 	r->finalized = true;
+	size = code_size(r, size);
 	unw_register(r, exec, size);
 	gdb_register(r, exec, size);
 	if (r->name && ep__perfmap_wanted(pool_flags))
@@ -154,24 +176,37 @@ void ep__diag_free_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
 }
 
 void ep__diag_shrink_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
-			  size_t old_size, size_t size, unsigned pool_flags)
+			  size_t old_size, size_t size, size_t code, unsigned pool_flags)
 {
 	ep__vg_shrink(pool, exec, old_size, size);
 	if (!*d)
 		return;
 	pthread_mutex_lock(&g_lock);
 	struct ep__diag *r = *d;
+	size_t was = code_size(r, old_size);
 
-	/* the bytes past size may soon be another allocation's: no name,
-	 * unwind entry or gdb symbol may still cover them */
+	/* the program ends at code: no name, unwind entry or gdb symbol may
+	 * cover the bytes past it, trap fill now (and past size, soon another
+	 * allocation's) */
+	if (!r->end || code < r->end)
+		r->end = code;
+	size = code_size(r, size);
+	if (size == was) {
+		pthread_mutex_unlock(&g_lock);
+		return; /* (ep_shrink() past the program's end: nothing to redo) */
+	}
 	if (r->slot != SIZE_MAX && r->name)
 		ep__symtab_set(r->slot, (uintptr_t)exec, (uintptr_t)exec + size, r->name);
 	if (r->kind == EP_UNWIND_DWARF_SP && r->prologue > size)
 		r->prologue = size;
 	unw_register(r, exec, size);
 	gdb_register(r, exec, size);
+	/* perf and perf inject take the last line, the newest record, for an
+	 * address */
 	if (r->finalized && r->name && ep__perfmap_wanted(pool_flags))
-		ep__perfmap_append(exec, size, r->name); /* perf takes the last line for an address */
+		ep__perfmap_append(exec, size, r->name);
+	if (r->finalized && r->name && ep__jitdump_wanted(pool_flags))
+		ep__jitdump_load(exec, size, r->name);
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -193,11 +228,31 @@ static int name_check(const char *name)
 	return 0;
 }
 
+/*
+ * ep_set_name_size() passes its size to ep__diag_set_name() here, through
+ * ep_set_name() in the same thread: the core routes the call and resolves
+ * the allocation as it does for ep_set_name(), and needs no call of its own.
+ */
+static __thread size_t t_name_size;
+
+EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size)
+{
+	if (!size)
+		return -EINVAL;
+	t_name_size = size;
+	int rc = ep_set_name(pool, exec, name);
+
+	t_name_size = 0;
+	return rc;
+}
+
 int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec, size_t size,
 		      bool finalized, unsigned pool_flags, const char *name)
 {
+	size_t want = t_name_size; /* ep_set_name_size()'s, or 0 */
 	int rc = name_check(name);
 
+	t_name_size = 0;
 	if (rc)
 		return rc;
 	char *copy = strdup(name);
@@ -206,6 +261,12 @@ int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec, siz
 		return -ENOMEM;
 	(void)pool;
 	pthread_mutex_lock(&g_lock);
+	if (want > (*d ? program_size(*d, size) : size)) {
+		/* more than the allocation has, or than ep_shrink() left */
+		pthread_mutex_unlock(&g_lock);
+		free(copy);
+		return -EINVAL;
+	}
 	struct ep__diag *r = record_get(d);
 
 	if (!r) {
@@ -218,6 +279,9 @@ int ep__diag_set_name(struct ep__sub *pool, struct ep__diag **d, void *exec, siz
 		free(copy);
 		return -ENOMEM;
 	}
+	if (want)
+		r->code = want;
+	size = code_size(r, size);
 	ep__symtab_set(r->slot, (uintptr_t)exec, (uintptr_t)exec + size, copy);
 	r->finalized = finalized;
 	unw_unregister(r); /* it points at the old name */
@@ -251,7 +315,7 @@ int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool final
 	r->prologue = prologue;
 	r->frame = frame;
 	r->finalized = finalized;
-	unw_register(r, exec, size);
+	unw_register(r, exec, code_size(r, size));
 	pthread_mutex_unlock(&g_lock);
 	return 0;
 }

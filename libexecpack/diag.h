@@ -53,14 +53,17 @@ static inline void ep__diag_free(struct ep__sub *pool, struct ep__diag **d, void
 }
 
 void ep__diag_shrink_slow(struct ep__sub *pool, struct ep__diag **d, void *exec,
-			  size_t old_size, size_t size, unsigned pool_flags);
+			  size_t old_size, size_t size, size_t code, unsigned pool_flags);
 
-/* ep_shrink(): the allocation at exec now ends size bytes after it. */
+/* ep_shrink(): the allocation at exec now ends size bytes after it (old_size
+ * before), and the program in it code bytes after it (ep_shrink()'s size,
+ * at most size): names cover no more.  Also where no whole chunk was given
+ * back (size == old_size). */
 static inline void ep__diag_shrink(struct ep__sub *pool, struct ep__diag **d, void *exec,
-				   size_t old_size, size_t size, unsigned pool_flags)
+				   size_t old_size, size_t size, size_t code, unsigned pool_flags)
 {
 	if (*d || ep__under_valgrind())
-		ep__diag_shrink_slow(pool, d, exec, old_size, size, pool_flags);
+		ep__diag_shrink_slow(pool, d, exec, old_size, size, code, pool_flags);
 }
 
 /* ep_pool_destroy(): forget one allocation that was still live ... */

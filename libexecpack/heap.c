@@ -1396,8 +1396,12 @@ int ep__heap_shrink(struct ep__sub *pool, void *exec, size_t size)
 	}
 	size_t keep = round_up(a->offset + size, a->pack ? CHUNK : pool->page_size);
 
-	if (keep >= a->reserved)
-		goto out; /* nothing whole to give back */
+	if (keep >= a->reserved) {
+		/* nothing whole to give back; diag.c: names end at size */
+		ep__diag_shrink(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+				a->key + a->reserved - (uintptr_t)a->exec, size, pool->flags);
+		goto out;
+	}
 	size_t cut = a->reserved - keep;
 	struct ep__region *r = alloc_region(a);
 
@@ -1420,7 +1424,7 @@ int ep__heap_shrink(struct ep__sub *pool, void *exec, size_t size)
 		code_changed((void *)(a->key + keep), cut);
 	}
 	ep__diag_shrink(pool, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-			a->key + keep - (uintptr_t)a->exec, pool->flags);
+			a->key + keep - (uintptr_t)a->exec, size, pool->flags);
 	if (a->pack) {
 		/* (under the pack's seq: a lock-free free reads the extent from
 		 * the maps, and sees it end where the kept chunks end) */

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -400,6 +401,134 @@ START_TEST(test_perfmap)
 		snprintf(want, sizeof(want), "%lx %x quiet\n", (unsigned long)(uintptr_t)a, 64);
 		ck_assert_msg(map_has(want), "EXECPACK_PERFMAP set but no '%s'", want);
 	}
+	unlink(path);
+}
+END_TEST
+
+/* ---- how much code a symbol covers ---------------------------------------
+ * A name covers the program's bytes: the allocation's by default, up to
+ * the size given to ep_shrink() (even where no whole chunk is given back)
+ * or to ep_set_name_size(), never the trap fill past them.  The same
+ * extent goes to ep_symbolize(), the perf map and the GDB JIT interface
+ * (the last read here from the descriptor the library exports).
+ */
+struct jit_code_entry {
+	struct jit_code_entry *next_entry, *prev_entry;
+	const char *symfile_addr;
+	uint64_t symfile_size;
+};
+struct jit_descriptor {
+	uint32_t version, action_flag;
+	struct jit_code_entry *relevant_entry, *first_entry;
+};
+/* weak: read through the GOT, never copied into the program (a copy
+ * relocation would make it the program's own descriptor, which the
+ * library leaves alone as another JIT's) */
+extern struct jit_descriptor __jit_debug_descriptor __attribute__((weak));
+
+/* The size of the function symbol at exec in GDB's list, or -1. */
+static long gdb_symbol_size(const void *exec)
+{
+	if (!&__jit_debug_descriptor)
+		return -2;
+	for (const struct jit_code_entry *e = __jit_debug_descriptor.first_entry; e;
+	     e = e->next_entry) {
+		const Elf64_Ehdr *eh = (const Elf64_Ehdr *)e->symfile_addr;
+		const Elf64_Shdr *sh = (const Elf64_Shdr *)(e->symfile_addr + eh->e_shoff);
+
+		for (unsigned i = 0; i < eh->e_shnum; i++) {
+			if (sh[i].sh_type != SHT_SYMTAB)
+				continue;
+			const Elf64_Sym *sym = (const Elf64_Sym *)(e->symfile_addr + sh[i].sh_offset);
+
+			for (size_t j = 0; j < sh[i].sh_size / sizeof(*sym); j++)
+				if (ELF64_ST_TYPE(sym[j].st_info) == STT_FUNC &&
+				    sym[j].st_value == (uintptr_t)exec)
+					return (long)sym[j].st_size;
+		}
+	}
+	return -1;
+}
+
+static void check_extent(const void *exec, size_t n, const char *name, int in_map)
+{
+	char buf[64], want[128];
+	size_t off = 0;
+
+	ck_assert_int_eq(ep_symbolize((const char *)exec + n - 1, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, name);
+	ck_assert_uint_eq(off, n - 1);
+	ck_assert_msg(ep_symbolize((const char *)exec + n, buf, sizeof(buf), &off) == -ENOENT,
+		      "%s: the name covers %p, %zu bytes past its start", name,
+		      (const void *)((const char *)exec + n), n);
+	ck_assert_msg(gdb_symbol_size(exec) == (long)n, "%s: gdb's symbol has %ld bytes, not %zu",
+		      name, gdb_symbol_size(exec), n);
+	snprintf(want, sizeof(want), "%lx %zx %s\n", (unsigned long)(uintptr_t)exec, n, name);
+	if (in_map)
+		ck_assert_msg(map_has(want), "no '%s' in the perf map", want);
+}
+
+START_TEST(test_symbol_size)
+{
+	struct ep_pool *p = make_pool(EP_F_PERFMAP);
+	struct ep_image a, b;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	unlink(path);
+	/* named, finalized, then shrunk to 18 of 128 bytes (a chunk given back) */
+	ck_assert_int_eq(ep_alloc(p, 100, &a), 0);
+	ck_assert_uint_eq(a.size, 128);
+	tu_emit_ret_imm(a.rw, 1);
+	ck_assert_int_eq(ep_set_name(p, a.exec, "size_a"), 0);
+	ck_assert_int_eq(ep_finalize(p, a.exec), 0);
+	check_extent(a.exec, 128, "size_a", 1);
+	ck_assert_int_eq(ep_shrink(p, a.exec, 18), 0);
+	check_extent(a.exec, 18, "size_a", 1);
+	ck_assert_int_eq(((tu_fn)a.exec)(), 1);
+	/* renaming keeps the extent */
+	ck_assert_int_eq(ep_set_name(p, a.exec, "size_a2"), 0);
+	check_extent(a.exec, 18, "size_a2", 1);
+
+	/* shrunk within its one chunk: nothing given back, the name narrowed */
+	ck_assert_int_eq(ep_alloc(p, 64, &b), 0);
+	tu_emit_ret_imm(b.rw, 2);
+	ck_assert_int_eq(ep_finalize(p, b.exec), 0);
+	ck_assert_int_eq(ep_set_name(p, b.exec, "size_b"), 0);
+	ck_assert_int_eq(ep_shrink(p, b.exec, 18), 0);
+	check_extent(b.exec, 18, "size_b", 1);
+	ck_assert_int_eq(ep_shrink(p, b.exec, 40), 0); /* never widens */
+	check_extent(b.exec, 18, "size_b", 1);
+	ep_pool_destroy(p);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_set_name_size)
+{
+	struct ep_pool *p = make_pool(EP_F_PERFMAP);
+	struct ep_image c;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	unlink(path);
+	/* the size given with the name, before finalize: in the map at once */
+	ck_assert_int_eq(ep_alloc(p, 64, &c), 0);
+	tu_emit_ret_imm(c.rw, 3);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 0), -EINVAL);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 65), -EINVAL);
+	ck_assert_int_eq(ep_set_name_size(NULL, c.exec, "size_c", 15), -EINVAL);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 15), 0);
+	ck_assert_int_eq(ep_finalize(p, c.exec), 0);
+	check_extent(c.exec, 15, "size_c", 1);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 64), 0); /* widened again */
+	check_extent(c.exec, 64, "size_c", 1);
+	ck_assert_int_eq(ep_shrink(p, c.exec, 10), 0);
+	check_extent(c.exec, 10, "size_c", 1);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 11), -EINVAL); /* past ep_shrink */
+	check_extent(c.exec, 10, "size_c", 0);
+	ck_assert_int_eq(((tu_fn)c.exec)(), 3);
+	ep_pool_destroy(p);
 	unlink(path);
 }
 END_TEST
@@ -1179,6 +1308,8 @@ static Suite *diag_suite(void)
 	tcase_add_test(tc, test_symbolize_concurrent);
 	tcase_add_test(tc, test_reuse_runs_new_code);
 	tcase_add_test(tc, test_perfmap);
+	tcase_add_test(tc, test_symbol_size);
+	tcase_add_test(tc, test_set_name_size);
 	tcase_add_test(tc, test_perfmap_planted_link);
 	tcase_add_test(tc, test_perfmap_planted_hardlink);
 	tcase_add_test(tc, test_perfmap_planted_fifo);

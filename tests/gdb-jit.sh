@@ -8,6 +8,8 @@
 #   bt:      gdb names JIT frames registered through the GDB JIT
 #            interface: `bt` from a C function called by JIT code shows
 #            gdb_jit_prog;
+#   disassemble: gdb's symbol for the JIT function covers its code (up to
+#            the size given to ep_shrink), not the trap fill after its ret;
 #   hbreak:  a hardware breakpoint on the JIT function by name is hit
 #            (software ones cannot be written into the read-only view).
 # The gdb parts SKIP without gdb or when gdb cannot run programs here
@@ -51,7 +53,8 @@ gdbx() {
 }
 
 # --- bt --------------------------------------------------------------------
-out=$(gdbx -ex 'break gdb_stop_here' -ex run -ex bt -ex 'info symbol $pc' -ex kill "$prog")
+out=$(gdbx -ex 'break gdb_stop_here' -ex run -ex bt -ex 'info symbol $pc' \
+	-ex 'disassemble gdb_jit_prog' -ex kill "$prog")
 echo "$out"
 if ! echo "$out" | grep -q 'Breakpoint 1, .*gdb_stop_here'; then
 	echo "SKIP: gdb could not run the program to its breakpoint here"
@@ -62,6 +65,16 @@ echo "$out" | grep -Eq '^#1 +0x[0-9a-f]+ in gdb_jit_prog \(\)' ||
 	fail "frame #1 is not named gdb_jit_prog"
 echo "$out" | grep -Eq '^#2 .* main \(' ||
 	fail "gdb did not unwind through the JIT frame to main"
+
+# --- disassemble -------------------------------------------------------------
+dis=$(echo "$out" | sed -n '/^Dump of assembler code for function gdb_jit_prog/,/^End of assembler dump/p')
+if [ -z "$dis" ]; then
+	fail "disassemble gdb_jit_prog printed no dump"
+elif echo "$dis" | grep -q 'int3'; then
+	fail "gdb's gdb_jit_prog runs on into the trap fill past its ret"
+elif ! echo "$dis" | grep -B1 '^End of assembler dump' | grep -q 'ret'; then
+	fail "gdb's gdb_jit_prog does not end with its ret"
+fi
 
 # --- hbreak ----------------------------------------------------------------
 out=$(gdbx -ex 'hbreak gdb_jit_ready' -ex run -ex 'hbreak gdb_jit_prog' -ex continue \
