@@ -199,7 +199,8 @@ EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
  */
 EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size);
 
-/* ep_set_unwind() kinds: what libunwind is told about an allocation. */
+/* ep_set_unwind() kinds: what the unwinders are told about an allocation
+ * (the DWARF kinds reach libgcc's too: C++ exceptions, backtrace()). */
 #define EP_UNWIND_NAME     0 /* name only: unw_get_proc_name() names the frame;
 				stepping uses the frame pointer (default) */
 #define EP_UNWIND_DWARF_FP 1 /* CFI for a frame-record prologue at offset 0
@@ -215,9 +216,10 @@ EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, 
 				no name */
 
 /*
- * How libunwind should unwind the allocation at exec (see ep_set_unwind(3));
+ * How unwinders should unwind the allocation at exec (see ep_set_unwind(3));
  * EXECPACK_UNWIND=dwarf makes EP_UNWIND_DWARF_FP the default.  -EOPNOTSUPP
- * for the DWARF kinds when the library was built without libunwind.
+ * for the DWARF kinds when the library was built with neither libunwind nor
+ * libgcc's __register_frame.
  */
 EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
 			 size_t frame);

@@ -3,7 +3,11 @@
  * diag-unwind.c - describing JIT code to unwinders: libunwind's dynamic
  * registry, either by name (libunwind's dynamic "procedure info") or by
  * .eh_frame-format CFI generated for the code's prologue, so that
- * libunwind steps through JIT frames (ep_set_unwind(3)).
+ * libunwind steps through JIT frames (ep_set_unwind(3)); and libgcc's
+ * (__register_frame), with the same CFI, so that C++ exceptions and
+ * glibc's backtrace() pass through them too.  Both registrations go before
+ * the chunks are reused (ep_free, and ep_shrink, which registers again)
+ * or the code is described differently.
  */
 #include "config.h"
 
@@ -46,14 +50,14 @@ int ep__unwind_check(int kind, size_t prologue, size_t frame, size_t size)
 	default:
 		return -EINVAL;
 	}
-#ifndef HAVE_LIBUNWIND
+#if !EP__UNWIND_REGISTRY
 	return kind == EP_UNWIND_NAME ? 0 : -EOPNOTSUPP;
 #else
 	return 0;
 #endif
 }
 
-#ifdef HAVE_LIBUNWIND
+#if EP__UNWIND_REGISTRY
 static size_t put_uleb(unsigned char *p, size_t v)
 {
 	size_t n = 0;
@@ -91,7 +95,9 @@ static size_t put_advance(unsigned char *p, size_t delta)
  * .eh_frame-format CFI for one procedure, laid out as libunwind's
  * UNW_INFO_FORMAT_IP_OFFSET expects: a one-entry search table (start offset
  * from start_ip, FDE offset from segbase), then the CIE and the FDE;
- * segbase is the start of the buffer.
+ * segbase is the start of the buffer.  A zero length word follows the FDE:
+ * from the CIE on, the buffer is an .eh_frame section as libgcc's
+ * __register_frame() takes it (EH_FRAME() below).
  */
 static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prologue,
 			   size_t frame)
@@ -154,7 +160,7 @@ static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prolog
 	l32 = (uint32_t)(n - fde - 4);
 	memcpy(b + fde, &l32, 4);
 
-	uint64_t *out = malloc(n);
+	uint64_t *out = malloc(n + 8);
 
 	if (!out)
 		return NULL;
@@ -162,8 +168,26 @@ static uint64_t *cfi_build(uintptr_t start, size_t size, int kind, size_t prolog
 
 	memcpy(b, ent, sizeof(ent));
 	memcpy(out, b, n);
+	memset((unsigned char *)out + n, 0, 8); /* the section's terminator */
 	return out;
 }
+
+/* The .eh_frame section in a cfi_build() buffer: past the search table. */
+#define EH_FRAME(cfi) ((void *)((unsigned char *)(cfi) + 8))
+#endif /* EP__UNWIND_REGISTRY */
+
+#ifdef EP__LIBGCC_FRAMES
+/*
+ * libgcc's unwinder (unwind-dw2-fde.c), which C++ exceptions and glibc's
+ * backtrace() use: it looks registered sections up before the loaded
+ * objects' own.  The section's address is the key; __deregister_frame()
+ * of one never registered aborts.
+ */
+void __register_frame(void *begin);
+void __deregister_frame(void *begin);
+#endif
+
+#ifdef HAVE_LIBUNWIND
 
 /*
  * libunwind caches what it learnt about an address (unw_backtrace()'s frame
@@ -174,14 +198,22 @@ static void flush_unwind_caches(struct ep__unwind *u)
 {
 	unw_flush_cache(unw_local_addr_space, u->di.start_ip, u->di.end_ip);
 }
+#endif
 
 void ep__unwind_unregister(struct ep__unwind *u)
 {
+#ifdef EP__LIBGCC_FRAMES
+	if (u->gcc_registered)
+		__deregister_frame(EH_FRAME(u->cfi));
+	u->gcc_registered = false;
+#endif
+#ifdef HAVE_LIBUNWIND
 	if (u->registered) {
 		_U_dyn_cancel(&u->di);
 		flush_unwind_caches(u);
 	}
 	u->registered = false;
+#endif
 	free(u->cfi);
 	u->cfi = NULL;
 }
@@ -190,6 +222,14 @@ void ep__unwind_unregister(struct ep__unwind *u)
 void ep__unwind_register(struct ep__unwind *u, void *exec, size_t size, int kind,
 			 size_t prologue, size_t frame, const char *name)
 {
+#if EP__UNWIND_REGISTRY
+	if (kind != EP_UNWIND_NAME) {
+		u->cfi = cfi_build((uintptr_t)exec, size, kind, prologue, frame);
+		if (!u->cfi)
+			return; /* no memory: the code is simply not described */
+	}
+#endif
+#ifdef HAVE_LIBUNWIND
 	memset(&u->di, 0, sizeof(u->di));
 	u->di.start_ip = (unw_word_t)(uintptr_t)exec;
 	u->di.end_ip = (unw_word_t)(uintptr_t)exec + size;
@@ -197,9 +237,6 @@ void ep__unwind_register(struct ep__unwind *u, void *exec, size_t size, int kind
 		u->di.format = UNW_INFO_FORMAT_DYNAMIC;
 		u->di.u.pi.name_ptr = (unw_word_t)(uintptr_t)name;
 	} else {
-		u->cfi = cfi_build((uintptr_t)exec, size, kind, prologue, frame);
-		if (!u->cfi)
-			return; /* no memory: the code is simply not described */
 		u->di.format = UNW_INFO_FORMAT_IP_OFFSET;
 		u->di.u.rti.name_ptr = (unw_word_t)(uintptr_t)(name ? name : "");
 		u->di.u.rti.segbase = (unw_word_t)(uintptr_t)u->cfi;
@@ -209,27 +246,33 @@ void ep__unwind_register(struct ep__unwind *u, void *exec, size_t size, int kind
 	_U_dyn_register(&u->di);
 	flush_unwind_caches(u);
 	u->registered = true;
+#else
+	(void)exec, (void)size, (void)prologue, (void)frame, (void)name;
+#endif
+#ifdef EP__LIBGCC_FRAMES
+	if (u->cfi) {
+		__register_frame(EH_FRAME(u->cfi));
+		u->gcc_registered = true;
+	}
+#endif
 }
 
 void ep__unwind_hide(struct ep__unwind *u)
 {
+#ifdef EP__LIBGCC_FRAMES
+	/* libgcc's copy of the range lives in memory it allocated */
+	if (u->gcc_registered)
+		__deregister_frame(EH_FRAME(u->cfi));
+	u->gcc_registered = false;
+#endif
+#ifdef HAVE_LIBUNWIND
 	ep__diag_hide_word(&u->di.start_ip, sizeof(u->di.start_ip));
 	ep__diag_hide_word(&u->di.end_ip, sizeof(u->di.end_ip));
-}
-#else
-void ep__unwind_unregister(struct ep__unwind *u)
-{
-	(void)u;
-}
-
-void ep__unwind_register(struct ep__unwind *u, void *exec, size_t size, int kind,
-			 size_t prologue, size_t frame, const char *name)
-{
-	(void)u, (void)exec, (void)size, (void)kind, (void)prologue, (void)frame, (void)name;
-}
-
-void ep__unwind_hide(struct ep__unwind *u)
-{
-	(void)u;
-}
 #endif
+	if (u->cfi) {
+		int32_t fde;
+
+		memcpy(&fde, (unsigned char *)u->cfi + 4, sizeof(fde));
+		ep__diag_hide_word((unsigned char *)u->cfi + fde + 8, 8); /* its pc_begin */
+	}
+}

@@ -968,7 +968,7 @@ START_TEST(test_set_unwind_errors)
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_SP, 1000, 8), -EINVAL);
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_SP, 4, 7), -EINVAL);
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_NAME, 0, 0), 0);
-#ifdef HAVE_LIBUNWIND
+#if defined(HAVE_LIBUNWIND) || (defined(HAVE___REGISTER_FRAME) && defined(HAVE___DEREGISTER_FRAME))
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_FP, 0, 0), 0);
 #else
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_FP, 0, 0), -EOPNOTSUPP);
