@@ -169,6 +169,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		return rc;
 	}
 	ep__memfd_unmap(&r);
+	(void)ep__memfd_probe_anon(&be->small, NULL, 0); /* AUTO's base-page regions */
 	*out = be;
 	return 0;
 }

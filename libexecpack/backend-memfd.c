@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * backend-memfd.c - dual mapping of an anonymous memory file.
+ * backend-memfd.c - dual mapping of anonymous memory.
  *
- * Each region is a sealed memfd mapped twice, MAP_SHARED: once read+exec
+ * Each region is anonymous shared memory (or, where that cannot be made
+ * executable, a sealed memfd) mapped twice, MAP_SHARED: once read+exec
  * (what callers see) and once read+write at an unrelated address (the alias
  * that never leaves the library).  No mapping is ever writable and
  * executable at once, which also keeps this working under
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,9 +235,168 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	return 0;
 }
 
+/* ---- anonymous shared memory -------------------------------------------------
+ * perf reads /tmp/perf-<pid>.map only for samples in memory it takes for
+ * anonymous (its is_anon_memory(): //anon, /dev/zero, /anon_hugepage, or a
+ * MAP_HUGETLB mapping): a memfd's views are "/memfd:execpack (deleted)" to
+ * it, and their samples only addresses in that file.  MAP_SHARED |
+ * MAP_ANONYMOUS memory is a shmem object of its own, "/dev/zero (deleted)"
+ * in /proc/self/maps, and mremap() of a shared mapping with an old size of
+ * 0 maps the same pages once more: the exec view and the RW alias, as with
+ * a memfd.  Nothing else holds the object, so no one can resize it (no
+ * SIGBUS) or map it, and fork() shares it as it shares a memfd's views.
+ * It has no contents before its first mapping, so that mapping is made
+ * inaccessible and the part to commit gets read+exec by mprotect() once
+ * filled through the alias: memory is never executable before it holds the
+ * fill.  Where adding exec is refused (PR_SET_MDWE, a security policy), the
+ * region is a memfd after all.
+ */
+
+static bool exec_refused(int rc)
+{
+	return rc == -EACCES || rc == -EPERM;
+}
+
+/*
+ * New anonymous shared memory of size bytes, seen twice: *rw read+write at
+ * a random address, *exec at want (MAP_FIXED over near.c's reservation) or
+ * anywhere, inaccessible but for its first commit bytes, which are filled
+ * through *rw (fill, or a copy of src) before they are read+exec.
+ */
+static int anon_pair(const struct ep__memfd_kind *kind, void *want, size_t size, size_t commit,
+		     ep_fill_fn fill, void *fill_ctx, const void *src, void **exec_out,
+		     void **rw_out)
+{
+	void *exec = mmap(want, size, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS | (want ? MAP_FIXED : 0),
+			  -1, 0);
+
+	if (exec == MAP_FAILED)
+		return -errno;
+	/* the alias over a reservation at a random address, replaced in one step */
+	void *res = mmap(alias_hint(kind->align), size, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *rw = MAP_FAILED;
+	int e;
+
+	if (res == MAP_FAILED) {
+		e = errno;
+		goto fail;
+	}
+	rw = mremap(exec, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, res);
+	if (rw == MAP_FAILED) {
+		e = errno;
+		munmap(res, size);
+		goto fail;
+	}
+	if (mprotect(rw, size, PROT_READ | PROT_WRITE) < 0) {
+		e = errno;
+		goto fail;
+	}
+	if (src)
+		memcpy(rw, src, commit);
+	else if (fill)
+		fill(rw, commit, fill_ctx);
+	if (commit && mprotect(exec, commit, PROT_READ | PROT_EXEC) < 0) {
+		e = errno;
+		goto fail;
+	}
+	*exec_out = exec;
+	*rw_out = rw;
+	return 0;
+fail:
+	if (rw != MAP_FAILED)
+		munmap(rw, size);
+	munmap(exec, size); /* (and with it near.c's reservation) */
+	return -e;
+}
+
+static int anon_map(const struct ep__memfd_kind *kind, size_t size, size_t commit,
+		    ep_fill_fn fill, void *fill_ctx, struct ep__region *out)
+{
+	void *want = NULL, *exec, *rw;
+
+	if (kind->near) {
+		int rc = ep__near_reserve(kind->near, kind->margin, size, kind->align, &want);
+
+		if (rc)
+			return rc;
+	}
+	int rc = anon_pair(kind, want, size, commit, fill, fill_ctx, NULL, &exec, &rw);
+
+	if (rc)
+		return rc;
+	(void)madvise(rw, size, MADV_DONTDUMP); /* the writable alias stays out of cores */
+	out->exec = exec;
+	out->rw = rw;
+	out->size = size;
+	out->committed = commit;
+	out->handle = -1;
+	return 0;
+}
+
+/*
+ * After fork(): new memory with a copy of the committed bytes, moved over
+ * both views at their addresses (mremap(MREMAP_FIXED) replaces a mapping
+ * in one step, as mmap(MAP_FIXED) does; the committed part and the
+ * inaccessible rest of the exec view are two mappings, moved one by one).
+ * A failure half way leaves the region's generation old, and the whole
+ * copy is made again before its next change.
+ */
+static int anon_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
+{
+	size_t size = r->size, c = r->committed;
+	void *exec, *rw;
+	int rc = anon_pair(kind, NULL, size, c, NULL, NULL, r->rw, &exec, &rw);
+
+	if (rc)
+		return rc;
+	if (mremap(rw, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, r->rw) == MAP_FAILED) {
+		rc = -errno;
+		munmap(rw, size);
+		munmap(exec, size);
+		return rc;
+	}
+	if (mremap(exec, c, c, MREMAP_MAYMOVE | MREMAP_FIXED, r->exec) == MAP_FAILED ||
+	    (c < size && mremap((unsigned char *)exec + c, size - c, size - c,
+				MREMAP_MAYMOVE | MREMAP_FIXED, (unsigned char *)r->exec + c) == MAP_FAILED)) {
+		/* the alias is private now, the exec view not (all of it): refuse
+		 * changes rather than write code the other process runs */
+		rc = -errno;
+		munmap(exec, size);
+		return rc;
+	}
+	(void)madvise(r->rw, size, MADV_DONTDUMP);
+	return 0;
+}
+
+int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen)
+{
+	struct ep__region r;
+	int rc = anon_map(kind, kind->align, kind->align, NULL, NULL, &r);
+
+	kind->anon = rc == 0;
+	if (rc == 0)
+		ep__memfd_unmap(&r);
+	else if (rc == -EADDRNOTAVAIL)
+		ep__why(why, whylen, "%s: no free range of %zu bytes within rel32 reach of %p",
+			kind->name, kind->align, kind->near);
+	else
+		ep__why(why, whylen, "%s: anonymous shared memory cannot be made executable: %s",
+			kind->name, ep__errno_text(rc));
+	return rc;
+}
+
+/* ---- regions ------------------------------------------------------------------ */
+
 int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fill,
 		  void *fill_ctx, struct ep__region *out)
 {
+	if (kind->anon) {
+		int rc = anon_map(kind, size, size, fill, fill_ctx, out);
+
+		if (!exec_refused(rc))
+			return rc;
+	}
 	int fd = ep__memfd_open(kind, size, NULL, 0);
 
 	if (fd < 0)
@@ -249,6 +410,12 @@ int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fil
 int ep__memfd_map_part(const struct ep__memfd_kind *kind, size_t size, size_t commit,
 		       ep_fill_fn fill, void *fill_ctx, struct ep__region *out)
 {
+	if (kind->anon) {
+		int rc = anon_map(kind, size, commit, fill, fill_ctx, out);
+
+		if (!exec_refused(rc))
+			return rc;
+	}
 	int fd = ep__memfd_open(kind, size, NULL, 0);
 
 	if (fd < 0)
@@ -313,6 +480,12 @@ int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill
  */
 int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 {
+	if (kind->anon) {
+		int rc = anon_privatize(kind, r);
+
+		if (!exec_refused(rc))
+			return rc;
+	}
 	int fd = ep__memfd_open(kind, r->size, NULL, 0);
 
 	if (fd < 0)
@@ -382,6 +555,17 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 		be->kind.margin = cfg->pack_size ? cfg->pack_size : EP__DEFAULT_PACK_SIZE;
 	}
 
+	/* anonymous shared memory; a memfd where it cannot be made executable,
+	 * or seen twice (Valgrind's mremap() does not duplicate a mapping) */
+	int rc = ep__memfd_probe_anon(&be->kind, why, whylen);
+
+	if (rc == 0 || rc == -EADDRNOTAVAIL) {
+		if (rc)
+			free(be);
+		else
+			*out = be;
+		return rc;
+	}
 	int fd = ep__memfd_open(&be->kind, be->page, why, whylen);
 
 	if (fd < 0) {
@@ -389,8 +573,8 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 		return fd;
 	}
 	struct ep__region r;
-	int rc = ep__memfd_map_fd(&be->kind, fd, be->page, NULL, NULL, &r, why, whylen);
 
+	rc = ep__memfd_map_fd(&be->kind, fd, be->page, NULL, NULL, &r, why, whylen);
 	close(fd);
 	if (rc) {
 		free(be);
