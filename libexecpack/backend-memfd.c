@@ -199,11 +199,12 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	if (fill)
 		fill(rw, commit, fill_ctx);
 	/* (over the reservation near.c made, replacing it in one step) */
+	int share = kind->debug ? MAP_PRIVATE : MAP_SHARED;
 	void *exec = mmap(want, size, commit < size ? PROT_NONE : PROT_READ | PROT_EXEC,
-			  MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
+			  share | (want ? MAP_FIXED : 0), fd, 0);
 
 	if (exec != MAP_FAILED && commit < size &&
-	    mmap(exec, commit, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	    mmap(exec, commit, PROT_READ | PROT_EXEC, share | MAP_FIXED, fd, 0) == MAP_FAILED) {
 		int e = errno;
 
 		munmap(exec, size);
@@ -231,7 +232,8 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	out->rw = rw;
 	out->size = size;
 	out->committed = commit;
-	out->handle = -1;
+	/* a private exec view keeps its file, to map a page of it again */
+	out->handle = kind->debug ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
 	return 0;
 }
 
@@ -512,24 +514,105 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 	}
 	/* the committed part and the inaccessible rest, each replaced in one
 	 * step (never a moment without code where code may be running) */
-	void *exec = mmap(r->exec, r->committed, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED,
-			  fd, 0);
+	int share = kind->debug ? MAP_PRIVATE : MAP_SHARED;
+	void *exec = mmap(r->exec, r->committed, PROT_READ | PROT_EXEC, share | MAP_FIXED, fd, 0);
 
 	if (exec != MAP_FAILED && r->committed < r->size &&
 	    mmap((unsigned char *)r->exec + r->committed, r->size - r->committed, PROT_NONE,
-		 MAP_SHARED | MAP_FIXED, fd, (off_t)r->committed) == MAP_FAILED)
+		 share | MAP_FIXED, fd, (off_t)r->committed) == MAP_FAILED)
 		exec = MAP_FAILED;
 	int e = errno;
 
-	close(fd);
 	if (exec == MAP_FAILED) {
+		close(fd);
 		/* The alias is private now but the exec view is not (sealed?):
 		 * refuse changes rather than write code the other process runs. */
 		return -e;
 	}
+	if (kind->debug) {
+		/* the new file is the one to map pages of again (the old is the
+		 * other process's) */
+		if (r->handle >= 0)
+			close(r->handle);
+		r->handle = fd;
+	} else {
+		close(fd);
+	}
 	(void)madvise(rw, r->size, MADV_DONTDUMP);
 	return 0;
 }
+
+/* ---- views a debugger can write (EXECPACK_DEBUG=1) ----------------------------
+ * A debugger plants a software breakpoint by writing it into the code
+ * (ptrace, /proc/<pid>/mem), which the kernel does only in a private
+ * mapping, copying the page.  So with EXECPACK_DEBUG=1 the exec view is a
+ * private mapping of the memfd, read+exec as ever: a page nobody wrote to
+ * is the file's own, and shows every store through the alias at once (a
+ * patch of up to 8 bytes stays one store); a page a debugger wrote to is
+ * the process's own copy from then on, and what the alias writes reaches
+ * it here, by a write to /proc/self/mem, the way the debugger wrote, so
+ * that the debugger's other breakpoints in that page stay.  No mapping of
+ * the process becomes writable.  Where that write is refused
+ * (proc_mem.force_override), the page is mapped from the file again: the
+ * code is right, the debugger's breakpoints in that page are gone.
+ */
+int ep__memfd_debug_wanted(void)
+{
+	const char *s = getenv("EXECPACK_DEBUG");
+
+	return s && *s && strcmp(s, "0") != 0;
+}
+
+/* pagemap: present, swapped, a page of the file (or shared) */
+#define PM_PRESENT ((uint64_t)1 << 63)
+#define PM_SWAPPED ((uint64_t)1 << 62)
+#define PM_FILE ((uint64_t)1 << 61)
+
+/* After a store through the alias to [off, off+len) of a debug region:
+ * the same bytes into the pages of the exec view that are copies. */
+static void debug_sync(struct ep__region *r, size_t off, size_t len)
+{
+	size_t pg = ep__page_size();
+	uintptr_t x = (uintptr_t)r->exec;
+	int pm, mem = -1;
+
+	if (!len)
+		return;
+	/* (opened for each call: after fork() an older descriptor would be
+	 * the parent's memory) */
+	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	for (size_t p = off / pg; p <= (off + len - 1) / pg; p++) {
+		uint64_t e = 0;
+		/* without pagemap, every page is taken for a copy: the write
+		 * makes it one, and it is kept up to date from then on */
+		bool copy = pm < 0 ||
+			    (pread(pm, &e, sizeof(e), (off_t)((x / pg + p) * sizeof(e))) ==
+				     (ssize_t)sizeof(e) &&
+			     ((e & PM_SWAPPED) || ((e & PM_PRESENT) && !(e & PM_FILE))));
+
+		if (!copy)
+			continue;
+		size_t a = p * pg > off ? p * pg : off;
+		size_t b = (p + 1) * pg < off + len ? (p + 1) * pg : off + len;
+
+		if (mem < 0)
+			mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+		if (mem >= 0 && pwrite(mem, (unsigned char *)r->rw + a, b - a, (off_t)(x + a)) ==
+					(ssize_t)(b - a))
+			continue;
+		/* refused: the file's page again (read+exec: committed code) */
+		if (r->handle < 0 ||
+		    mmap((void *)(x + p * pg), pg, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED,
+			 r->handle, (off_t)(p * pg)) == MAP_FAILED) {
+			/* nothing more to try: the process's copy stays stale */
+		}
+	}
+	if (mem >= 0)
+		close(mem);
+	if (pm >= 0)
+		close(pm);
+}
+
 
 /* ---- the plain memfd backend ------------------------------------------------ */
 
@@ -538,6 +621,14 @@ struct ep__backend {
 	size_t page;
 };
 
+
+static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
+{
+	ep__memfd_unmap(r);
+	if (be->kind.debug && r->handle >= 0)
+		close(r->handle);
+	r->handle = -1;
+}
 
 /* Probe once at open: a pool that cannot get executable memory should fail
  * at ep_pool_create() with its reason, not at the first ep_alloc(). */
@@ -556,8 +647,11 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 	}
 
 	/* anonymous shared memory; a memfd where it cannot be made executable,
-	 * or seen twice (Valgrind's mremap() does not duplicate a mapping) */
-	int rc = ep__memfd_probe_anon(&be->kind, why, whylen);
+	 * or seen twice (Valgrind's mremap() does not duplicate a mapping), or
+	 * where a debugger is to write into private views of it */
+	be->kind.debug = ep__memfd_debug_wanted();
+
+	int rc = be->kind.debug ? -EINVAL : ep__memfd_probe_anon(&be->kind, why, whylen);
 
 	if (rc == 0 || rc == -EADDRNOTAVAIL) {
 		if (rc)
@@ -580,7 +674,7 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 		free(be);
 		return rc;
 	}
-	ep__memfd_unmap(&r);
+	memfd_unmap(be, &r);
 	*out = be;
 	return 0;
 }
@@ -617,28 +711,32 @@ static int memfd_map_part(struct ep__backend *be, size_t size, size_t commit, si
 static int memfd_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
 			ep_fill_fn fill, void *ctx)
 {
-	(void)be;
-	return ep__memfd_commit(r, commit, fill, ctx);
-}
+	size_t had = r->committed;
+	int rc = ep__memfd_commit(r, commit, fill, ctx);
 
-static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
-{
-	(void)be;
-	ep__memfd_unmap(r);
+	if (!rc && be->kind.debug && commit > had)
+		debug_sync(r, had, commit - had);
+	return rc;
 }
 
 static int memfd_write(struct ep__backend *be, struct ep__region *r, size_t off,
 		       const void *src, size_t len)
 {
-	(void)be;
-	return ep__memfd_write(r, off, src, len);
+	int rc = ep__memfd_write(r, off, src, len);
+
+	if (!rc && be->kind.debug)
+		debug_sync(r, off, len);
+	return rc;
 }
 
 static int memfd_fill(struct ep__backend *be, struct ep__region *r, size_t off, size_t len,
 		      ep_fill_fn fill, void *ctx)
 {
-	(void)be;
-	return ep__memfd_fill(r, off, len, fill, ctx);
+	int rc = ep__memfd_fill(r, off, len, fill, ctx);
+
+	if (!rc && be->kind.debug)
+		debug_sync(r, off, len);
+	return rc;
 }
 
 static int memfd_privatize(struct ep__backend *be, struct ep__region *r)

@@ -23,7 +23,13 @@ struct ep__memfd_kind {
 	size_t margin;      /* the pool's pack size, kept free of the reach (near.c) */
 	int anon;           /* base pages: anonymous shared memory rather than a
 			     * memfd, where exec can be added by mprotect() */
+	int debug;          /* EXECPACK_DEBUG=1: exec views are private mappings
+			     * of the memfd, which a debugger can write */
 };
+
+/* EXECPACK_DEBUG set and not "0": views a debugger can plant breakpoints
+ * in (the memfd backend; AUTO passes over hugetlb for it). */
+int ep__memfd_debug_wanted(void);
 
 /* A sized, sealed file of the kind; returns the fd or -errno (+ why).  With
  * kind->commit, a page that cannot be had is -ENOSPC (or -ENOMEM) here. */
