@@ -632,8 +632,8 @@ static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
 
 /* Probe once at open: a pool that cannot get executable memory should fail
  * at ep_pool_create() with its reason, not at the first ep_alloc(). */
-static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
-		      size_t whylen)
+static int open_kind(const struct ep_config *cfg, struct ep__backend **out, char *why,
+		     size_t whylen, int debug)
 {
 	struct ep__backend *be = calloc(1, sizeof(*be));
 
@@ -649,7 +649,7 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 	/* anonymous shared memory; a memfd where it cannot be made executable,
 	 * or seen twice (Valgrind's mremap() does not duplicate a mapping), or
 	 * where a debugger is to write into private views of it */
-	be->kind.debug = ep__memfd_debug_wanted();
+	be->kind.debug = debug;
 
 	int rc = be->kind.debug ? -EINVAL : ep__memfd_probe_anon(&be->kind, why, whylen);
 
@@ -677,6 +677,12 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 	memfd_unmap(be, &r);
 	*out = be;
 	return 0;
+}
+
+static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
+		      size_t whylen)
+{
+	return open_kind(cfg, out, why, whylen, 0);
 }
 
 static void memfd_close(struct ep__backend *be)
@@ -711,32 +717,22 @@ static int memfd_map_part(struct ep__backend *be, size_t size, size_t commit, si
 static int memfd_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
 			ep_fill_fn fill, void *ctx)
 {
-	size_t had = r->committed;
-	int rc = ep__memfd_commit(r, commit, fill, ctx);
-
-	if (!rc && be->kind.debug && commit > had)
-		debug_sync(r, had, commit - had);
-	return rc;
+	(void)be;
+	return ep__memfd_commit(r, commit, fill, ctx);
 }
 
 static int memfd_write(struct ep__backend *be, struct ep__region *r, size_t off,
 		       const void *src, size_t len)
 {
-	int rc = ep__memfd_write(r, off, src, len);
-
-	if (!rc && be->kind.debug)
-		debug_sync(r, off, len);
-	return rc;
+	(void)be;
+	return ep__memfd_write(r, off, src, len);
 }
 
 static int memfd_fill(struct ep__backend *be, struct ep__region *r, size_t off, size_t len,
 		      ep_fill_fn fill, void *ctx)
 {
-	int rc = ep__memfd_fill(r, off, len, fill, ctx);
-
-	if (!rc && be->kind.debug)
-		debug_sync(r, off, len);
-	return rc;
+	(void)be;
+	return ep__memfd_fill(r, off, len, fill, ctx);
 }
 
 static int memfd_privatize(struct ep__backend *be, struct ep__region *r)
@@ -757,5 +753,65 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.commit = memfd_commit,
 	.write = memfd_write,
 	.fill = memfd_fill,
+	.privatize = memfd_privatize,
+};
+
+/* ---- the same with views a debugger can write (EXECPACK_DEBUG=1) --------------
+ * Its own table, which config.c picks, so that the plain backend's copies
+ * and fills test nothing for it. */
+
+static int memfd_debug_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
+			    size_t whylen)
+{
+	return open_kind(cfg, out, why, whylen, 1);
+}
+
+static int memfd_debug_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
+			      ep_fill_fn fill, void *ctx)
+{
+	size_t had = r->committed;
+	int rc = ep__memfd_commit(r, commit, fill, ctx);
+
+	(void)be;
+	if (!rc && commit > had)
+		debug_sync(r, had, commit - had);
+	return rc;
+}
+
+static int memfd_debug_write(struct ep__backend *be, struct ep__region *r, size_t off,
+			     const void *src, size_t len)
+{
+	int rc = ep__memfd_write(r, off, src, len);
+
+	(void)be;
+	if (!rc)
+		debug_sync(r, off, len);
+	return rc;
+}
+
+static int memfd_debug_fill(struct ep__backend *be, struct ep__region *r, size_t off,
+			    size_t len, ep_fill_fn fill, void *ctx)
+{
+	int rc = ep__memfd_fill(r, off, len, fill, ctx);
+
+	(void)be;
+	if (!rc)
+		debug_sync(r, off, len);
+	return rc;
+}
+
+const struct ep__backend_ops ep__backend_memfd_debug = {
+	.name = "memfd",
+	.threadsafe = 1,
+	.open = memfd_debug_open,
+	.close = memfd_close,
+	.page_size = memfd_page_size,
+	.default_pack_size = memfd_default_pack_size,
+	.map = memfd_map,
+	.unmap = memfd_unmap,
+	.map_part = memfd_map_part,
+	.commit = memfd_debug_commit,
+	.write = memfd_debug_write,
+	.fill = memfd_debug_fill,
 	.privatize = memfd_privatize,
 };
