@@ -374,6 +374,14 @@ static int anon_privatize(const struct ep__memfd_kind *kind, struct ep__region *
 int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen)
 {
 	struct ep__region r;
+
+	if (ep__under_valgrind()) {
+		/* Valgrind's mremap() does not map a shared mapping twice */
+		kind->anon = 0;
+		ep__why(why, whylen, "%s: no second view of anonymous memory under Valgrind",
+			kind->name);
+		return -EOPNOTSUPP;
+	}
 	int rc = anon_map(kind, kind->align, kind->align, NULL, NULL, &r);
 
 	kind->anon = rc == 0;
@@ -647,8 +655,8 @@ static int open_kind(const struct ep_config *cfg, struct ep__backend **out, char
 	}
 
 	/* anonymous shared memory; a memfd where it cannot be made executable,
-	 * or seen twice (Valgrind's mremap() does not duplicate a mapping), or
-	 * where a debugger is to write into private views of it */
+	 * or seen twice (under Valgrind), or where a debugger is to write into
+	 * private views of it */
 	be->kind.debug = debug;
 
 	int rc = be->kind.debug ? -EINVAL : ep__memfd_probe_anon(&be->kind, why, whylen);
