@@ -99,7 +99,9 @@ else
 fi
 
 # --- debug: break and finish with EXECPACK_DEBUG=1 ---------------------------
-out=$(EXECPACK_DEBUG=1 gdbx -ex 'set breakpoint pending on' -ex 'break gdb_jit_prog' \
+# (run to its end under gdb: LeakSanitizer cannot work under ptrace)
+out=$(EXECPACK_DEBUG=1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+	gdbx -ex 'set breakpoint pending on' -ex 'break gdb_jit_prog' \
 	-ex 'break gdb_stop_here' -ex run -ex continue -ex finish -ex finish -ex continue \
 	-ex continue -ex continue --args "$prog" debug)
 echo "$out"
