@@ -272,8 +272,13 @@ static int anon_pair(const struct ep__memfd_kind *kind, void *want, size_t size,
 	void *exec = mmap(want, size, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS | (want ? MAP_FIXED : 0),
 			  -1, 0);
 
-	if (exec == MAP_FAILED)
-		return -errno;
+	if (exec == MAP_FAILED) {
+		int e = errno;
+
+		if (want)
+			munmap(want, size); /* near.c's reservation */
+		return -e;
+	}
 	/* the alias over a reservation at a random address, replaced in one step */
 	void *res = mmap(alias_hint(kind->align), size, PROT_NONE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
