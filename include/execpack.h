@@ -182,7 +182,8 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 #define EP_NAME_MAX 255
 
 /*
- * Name the live allocation that starts at exec (its image.exec).  The name
+ * Name the live allocation that starts at exec (its image.exec): its bytes
+ * from exec, up to the size ep_shrink() was given.  The name
  * is copied; naming again renames.  Named code is found by ep_symbolize(),
  * registered with libunwind (when built with it) once finalized, and listed
  * in /tmp/perf-<pid>.map with EP_F_PERFMAP or EXECPACK_PERFMAP=1, and with
@@ -190,7 +191,16 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
  */
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
 
-/* ep_set_unwind() kinds: what libunwind is told about an allocation. */
+/*
+ * The same, where the program has fewer bytes than its allocation (its
+ * chunks are whole, and ep_alloc() got an upper bound): the name covers
+ * [exec, exec + size), 0 < size <= what the allocation has, and no more
+ * than ep_shrink() left.  ep_shrink() narrows every name to its size too.
+ */
+EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size);
+
+/* ep_set_unwind() kinds: what the unwinders are told about an allocation
+ * (the DWARF kinds reach libgcc's too: C++ exceptions, backtrace()). */
 #define EP_UNWIND_NAME     0 /* name only: unw_get_proc_name() names the frame;
 				stepping uses the frame pointer (default) */
 #define EP_UNWIND_DWARF_FP 1 /* CFI for a frame-record prologue at offset 0
@@ -206,9 +216,10 @@ EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
 				no name */
 
 /*
- * How libunwind should unwind the allocation at exec (see ep_set_unwind(3));
+ * How unwinders should unwind the allocation at exec (see ep_set_unwind(3));
  * EXECPACK_UNWIND=dwarf makes EP_UNWIND_DWARF_FP the default.  -EOPNOTSUPP
- * for the DWARF kinds when the library was built without libunwind.
+ * for the DWARF kinds when the library was built with neither libunwind nor
+ * libgcc's __register_frame.
  */
 EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
 			 size_t frame);

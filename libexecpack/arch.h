@@ -5,8 +5,9 @@
  * One arch-<cpu>.c per architecture implements it, chosen by configure from
  * the host triplet: the default trap fill, making code written through
  * another mapping visible to instruction fetch on every core, and the
- * constants diag.c and heap.c need (ELF machine, DWARF registers, the
- * frame-record layout, the mseal system call).
+ * constants the diagnostics (diag-*.c) and heap.c need (ELF machine, DWARF
+ * registers, the frame-record layout, signal frames, the mseal system
+ * call).
  */
 #ifndef EP_ARCH_H
 #define EP_ARCH_H
@@ -67,6 +68,17 @@ static inline void ep__cpu_relax(void)
  *                        is fp + EP__FP_CFA_OFF
  *   EP__FRAME_RECORD     where the [caller's fp, return address] pair lies
  *                        relative to fp, for the frame-pointer backtrace
+ *   EP__UNW_FP           libunwind's number of the frame pointer register
+ *                        (its aarch64 header has no UNW_TDEP_BP); used only
+ *                        where <libunwind.h> is included
+ *   EP__ARCH_SIGFRAMES   defined where the frame-pointer backtrace crosses
+ *                        signal frames (x86-64), with EP__UC_PC, EP__UC_SP,
+ *                        EP__UC_FP (the interrupted context's registers) and
+ *                        EP__UC_END (the end of the registers) of a
+ *                        ucontext_t (<ucontext.h>)
+ *   EP__ARCH_GOT_LOAD    defined where an asm can load the address the
+ *                        dynamic linker bound a symbol to from the GOT (x86-64;
+ *                        used under __PIC__)
  */
 #if defined(__x86_64__)
 #define EP__ARCH_NAME "x86_64"
@@ -83,6 +95,13 @@ static inline void ep__cpu_relax(void)
 #define EP__FP_SET 4   /* mov rbp, rsp */
 #define EP__FP_CFA_OFF 16
 #define EP__FRAME_RECORD 0
+#define EP__UNW_FP UNW_X86_64_RBP
+#define EP__ARCH_SIGFRAMES 1
+#define EP__UC_PC(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RIP])
+#define EP__UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RSP])
+#define EP__UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RBP])
+#define EP__UC_END(uc) ((uintptr_t)&(uc)->uc_mcontext.gregs[NGREG])
+#define EP__ARCH_GOT_LOAD(sym, out) __asm__("movq " #sym "@GOTPCREL(%%rip), %0" : "=r"(out))
 #elif defined(__aarch64__)
 #define EP__ARCH_NAME "aarch64"
 #define EP__ARCH_ELF_MACHINE 183 /* EM_AARCH64 */
@@ -98,6 +117,7 @@ static inline void ep__cpu_relax(void)
 #define EP__FP_SET 8   /* mov x29, sp */
 #define EP__FP_CFA_OFF 16
 #define EP__FRAME_RECORD 0
+#define EP__UNW_FP UNW_AARCH64_X29
 #elif defined(__riscv) && __riscv_xlen == 64
 #define EP__ARCH_NAME "riscv64"
 #define EP__ARCH_ELF_MACHINE 243 /* EM_RISCV */
@@ -113,6 +133,7 @@ static inline void ep__cpu_relax(void)
 #define EP__FP_SET 16  /* addi s0, sp, 16 */
 #define EP__FP_CFA_OFF 0
 #define EP__FRAME_RECORD (-16)
+#define EP__UNW_FP UNW_RISCV_X8
 #else
 #error "libexecpack: unsupported architecture (x86_64, aarch64 and riscv64 are)"
 #endif

@@ -98,6 +98,13 @@ static bool no_huge_page(int rc)
 static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
 			size_t whylen)
 {
+	/* AUTO with EXECPACK_DEBUG=1: the memfd backend's views, which a
+	 * debugger can write (a private copy of a huge page would need a
+	 * spare huge page for every breakpoint) */
+	if (cfg->backend == EP_BACKEND_AUTO && ep__memfd_debug_wanted()) {
+		ep__why(why, whylen, "hugetlb: EXECPACK_DEBUG=1 wants views on base pages");
+		return -ENODEV;
+	}
 	struct ep__backend *be = calloc(1, sizeof(*be));
 
 	if (!be)
@@ -169,6 +176,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		return rc;
 	}
 	ep__memfd_unmap(&r);
+	(void)ep__memfd_probe_anon(&be->small, NULL, 0); /* AUTO's base-page regions */
 	*out = be;
 	return 0;
 }

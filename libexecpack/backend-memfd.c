@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * backend-memfd.c - dual mapping of an anonymous memory file.
+ * backend-memfd.c - dual mapping of anonymous memory.
  *
- * Each region is a sealed memfd mapped twice, MAP_SHARED: once read+exec
+ * Each region is anonymous shared memory (or, where that cannot be made
+ * executable, a sealed memfd) mapped twice, MAP_SHARED: once read+exec
  * (what callers see) and once read+write at an unrelated address (the alias
  * that never leaves the library).  No mapping is ever writable and
  * executable at once, which also keeps this working under
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,11 +199,12 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	if (fill)
 		fill(rw, commit, fill_ctx);
 	/* (over the reservation near.c made, replacing it in one step) */
+	int share = kind->debug ? MAP_PRIVATE : MAP_SHARED;
 	void *exec = mmap(want, size, commit < size ? PROT_NONE : PROT_READ | PROT_EXEC,
-			  MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
+			  share | (want ? MAP_FIXED : 0), fd, 0);
 
 	if (exec != MAP_FAILED && commit < size &&
-	    mmap(exec, commit, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	    mmap(exec, commit, PROT_READ | PROT_EXEC, share | MAP_FIXED, fd, 0) == MAP_FAILED) {
 		int e = errno;
 
 		munmap(exec, size);
@@ -229,13 +232,186 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	out->rw = rw;
 	out->size = size;
 	out->committed = commit;
+	/* a private exec view keeps its file, to map a page of it again */
+	out->handle = kind->debug ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	return 0;
+}
+
+/* ---- anonymous shared memory -------------------------------------------------
+ * perf reads /tmp/perf-<pid>.map only for samples in memory it takes for
+ * anonymous (its is_anon_memory(): //anon, /dev/zero, /anon_hugepage, or a
+ * MAP_HUGETLB mapping): a memfd's views are "/memfd:execpack (deleted)" to
+ * it, and their samples only addresses in that file.  MAP_SHARED |
+ * MAP_ANONYMOUS memory is a shmem object of its own, "/dev/zero (deleted)"
+ * in /proc/self/maps, and mremap() of a shared mapping with an old size of
+ * 0 maps the same pages once more: the exec view and the RW alias, as with
+ * a memfd.  Nothing else holds the object, so no one can resize it (no
+ * SIGBUS) or map it, and fork() shares it as it shares a memfd's views.
+ * It has no contents before its first mapping, so that mapping is made
+ * inaccessible and the part to commit gets read+exec by mprotect() once
+ * filled through the alias: memory is never executable before it holds the
+ * fill.  Where adding exec is refused (PR_SET_MDWE, a security policy), the
+ * region is a memfd after all.
+ */
+
+static bool exec_refused(int rc)
+{
+	return rc == -EACCES || rc == -EPERM;
+}
+
+/*
+ * New anonymous shared memory of size bytes, seen twice: *rw read+write at
+ * a random address, *exec at want (MAP_FIXED over near.c's reservation) or
+ * anywhere, inaccessible but for its first commit bytes, which are filled
+ * through *rw (fill, or a copy of src) before they are read+exec.
+ */
+static int anon_pair(const struct ep__memfd_kind *kind, void *want, size_t size, size_t commit,
+		     ep_fill_fn fill, void *fill_ctx, const void *src, void **exec_out,
+		     void **rw_out)
+{
+	void *exec = mmap(want, size, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS | (want ? MAP_FIXED : 0),
+			  -1, 0);
+
+	if (exec == MAP_FAILED) {
+		int e = errno;
+
+		if (want)
+			munmap(want, size); /* near.c's reservation */
+		return -e;
+	}
+	/* the alias over a reservation at a random address, replaced in one step */
+	void *res = mmap(alias_hint(kind->align), size, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *rw = MAP_FAILED;
+	int e;
+
+	if (res == MAP_FAILED) {
+		e = errno;
+		goto fail;
+	}
+	rw = mremap(exec, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, res);
+	if (rw == MAP_FAILED) {
+		e = errno;
+		munmap(res, size);
+		goto fail;
+	}
+	if (mprotect(rw, size, PROT_READ | PROT_WRITE) < 0) {
+		e = errno;
+		goto fail;
+	}
+	if (src)
+		memcpy(rw, src, commit);
+	else if (fill)
+		fill(rw, commit, fill_ctx);
+	if (commit && mprotect(exec, commit, PROT_READ | PROT_EXEC) < 0) {
+		e = errno;
+		goto fail;
+	}
+	*exec_out = exec;
+	*rw_out = rw;
+	return 0;
+fail:
+	if (rw != MAP_FAILED)
+		munmap(rw, size);
+	munmap(exec, size); /* (and with it near.c's reservation) */
+	return -e;
+}
+
+static int anon_map(const struct ep__memfd_kind *kind, size_t size, size_t commit,
+		    ep_fill_fn fill, void *fill_ctx, struct ep__region *out)
+{
+	void *want = NULL, *exec, *rw;
+
+	if (kind->near) {
+		int rc = ep__near_reserve(kind->near, kind->margin, size, kind->align, &want);
+
+		if (rc)
+			return rc;
+	}
+	int rc = anon_pair(kind, want, size, commit, fill, fill_ctx, NULL, &exec, &rw);
+
+	if (rc)
+		return rc;
+	(void)madvise(rw, size, MADV_DONTDUMP); /* the writable alias stays out of cores */
+	out->exec = exec;
+	out->rw = rw;
+	out->size = size;
+	out->committed = commit;
 	out->handle = -1;
 	return 0;
 }
 
+/*
+ * After fork(): new memory with a copy of the committed bytes, moved over
+ * both views at their addresses (mremap(MREMAP_FIXED) replaces a mapping
+ * in one step, as mmap(MAP_FIXED) does; the committed part and the
+ * inaccessible rest of the exec view are two mappings, moved one by one).
+ * A failure half way leaves the region's generation old, and the whole
+ * copy is made again before its next change.
+ */
+static int anon_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
+{
+	size_t size = r->size, c = r->committed;
+	void *exec, *rw;
+	int rc = anon_pair(kind, NULL, size, c, NULL, NULL, r->rw, &exec, &rw);
+
+	if (rc)
+		return rc;
+	if (mremap(rw, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, r->rw) == MAP_FAILED) {
+		rc = -errno;
+		munmap(rw, size);
+		munmap(exec, size);
+		return rc;
+	}
+	if (mremap(exec, c, c, MREMAP_MAYMOVE | MREMAP_FIXED, r->exec) == MAP_FAILED ||
+	    (c < size && mremap((unsigned char *)exec + c, size - c, size - c,
+				MREMAP_MAYMOVE | MREMAP_FIXED, (unsigned char *)r->exec + c) == MAP_FAILED)) {
+		/* the alias is private now, the exec view not (all of it): refuse
+		 * changes rather than write code the other process runs */
+		rc = -errno;
+		munmap(exec, size);
+		return rc;
+	}
+	(void)madvise(r->rw, size, MADV_DONTDUMP);
+	return 0;
+}
+
+int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen)
+{
+	struct ep__region r;
+
+	if (ep__under_valgrind()) {
+		/* Valgrind's mremap() does not map a shared mapping twice */
+		kind->anon = 0;
+		ep__why(why, whylen, "%s: no second view of anonymous memory under Valgrind",
+			kind->name);
+		return -EOPNOTSUPP;
+	}
+	int rc = anon_map(kind, kind->align, kind->align, NULL, NULL, &r);
+
+	kind->anon = rc == 0;
+	if (rc == 0)
+		ep__memfd_unmap(&r);
+	else if (rc == -EADDRNOTAVAIL)
+		ep__why(why, whylen, "%s: no free range of %zu bytes within rel32 reach of %p",
+			kind->name, kind->align, kind->near);
+	else
+		ep__why(why, whylen, "%s: anonymous shared memory cannot be made executable: %s",
+			kind->name, ep__errno_text(rc));
+	return rc;
+}
+
+/* ---- regions ------------------------------------------------------------------ */
+
 int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fill,
 		  void *fill_ctx, struct ep__region *out)
 {
+	if (kind->anon) {
+		int rc = anon_map(kind, size, size, fill, fill_ctx, out);
+
+		if (!exec_refused(rc))
+			return rc;
+	}
 	int fd = ep__memfd_open(kind, size, NULL, 0);
 
 	if (fd < 0)
@@ -249,6 +425,12 @@ int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fil
 int ep__memfd_map_part(const struct ep__memfd_kind *kind, size_t size, size_t commit,
 		       ep_fill_fn fill, void *fill_ctx, struct ep__region *out)
 {
+	if (kind->anon) {
+		int rc = anon_map(kind, size, commit, fill, fill_ctx, out);
+
+		if (!exec_refused(rc))
+			return rc;
+	}
 	int fd = ep__memfd_open(kind, size, NULL, 0);
 
 	if (fd < 0)
@@ -313,6 +495,12 @@ int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill
  */
 int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 {
+	if (kind->anon) {
+		int rc = anon_privatize(kind, r);
+
+		if (!exec_refused(rc))
+			return rc;
+	}
 	int fd = ep__memfd_open(kind, r->size, NULL, 0);
 
 	if (fd < 0)
@@ -339,24 +527,105 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 	}
 	/* the committed part and the inaccessible rest, each replaced in one
 	 * step (never a moment without code where code may be running) */
-	void *exec = mmap(r->exec, r->committed, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED,
-			  fd, 0);
+	int share = kind->debug ? MAP_PRIVATE : MAP_SHARED;
+	void *exec = mmap(r->exec, r->committed, PROT_READ | PROT_EXEC, share | MAP_FIXED, fd, 0);
 
 	if (exec != MAP_FAILED && r->committed < r->size &&
 	    mmap((unsigned char *)r->exec + r->committed, r->size - r->committed, PROT_NONE,
-		 MAP_SHARED | MAP_FIXED, fd, (off_t)r->committed) == MAP_FAILED)
+		 share | MAP_FIXED, fd, (off_t)r->committed) == MAP_FAILED)
 		exec = MAP_FAILED;
 	int e = errno;
 
-	close(fd);
 	if (exec == MAP_FAILED) {
+		close(fd);
 		/* The alias is private now but the exec view is not (sealed?):
 		 * refuse changes rather than write code the other process runs. */
 		return -e;
 	}
+	if (kind->debug) {
+		/* the new file is the one to map pages of again (the old is the
+		 * other process's) */
+		if (r->handle >= 0)
+			close(r->handle);
+		r->handle = fd;
+	} else {
+		close(fd);
+	}
 	(void)madvise(rw, r->size, MADV_DONTDUMP);
 	return 0;
 }
+
+/* ---- views a debugger can write (EXECPACK_DEBUG=1) ----------------------------
+ * A debugger plants a software breakpoint by writing it into the code
+ * (ptrace, /proc/<pid>/mem), which the kernel does only in a private
+ * mapping, copying the page.  So with EXECPACK_DEBUG=1 the exec view is a
+ * private mapping of the memfd, read+exec as ever: a page nobody wrote to
+ * is the file's own, and shows every store through the alias at once (a
+ * patch of up to 8 bytes stays one store); a page a debugger wrote to is
+ * the process's own copy from then on, and what the alias writes reaches
+ * it here, by a write to /proc/self/mem, the way the debugger wrote, so
+ * that the debugger's other breakpoints in that page stay.  No mapping of
+ * the process becomes writable.  Where that write is refused
+ * (proc_mem.force_override), the page is mapped from the file again: the
+ * code is right, the debugger's breakpoints in that page are gone.
+ */
+int ep__memfd_debug_wanted(void)
+{
+	const char *s = secure_getenv("EXECPACK_DEBUG");
+
+	return s && *s && strcmp(s, "0") != 0;
+}
+
+/* pagemap: present, swapped, a page of the file (or shared) */
+#define PM_PRESENT ((uint64_t)1 << 63)
+#define PM_SWAPPED ((uint64_t)1 << 62)
+#define PM_FILE ((uint64_t)1 << 61)
+
+/* After a store through the alias to [off, off+len) of a debug region:
+ * the same bytes into the pages of the exec view that are copies. */
+static void debug_sync(struct ep__region *r, size_t off, size_t len)
+{
+	size_t pg = ep__page_size();
+	uintptr_t x = (uintptr_t)r->exec;
+	int pm, mem = -1;
+
+	if (!len)
+		return;
+	/* (opened for each call: after fork() an older descriptor would be
+	 * the parent's memory) */
+	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	for (size_t p = off / pg; p <= (off + len - 1) / pg; p++) {
+		uint64_t e = 0;
+		/* without pagemap, every page is taken for a copy: the write
+		 * makes it one, and it is kept up to date from then on */
+		bool copy = pm < 0 ||
+			    (pread(pm, &e, sizeof(e), (off_t)((x / pg + p) * sizeof(e))) ==
+				     (ssize_t)sizeof(e) &&
+			     ((e & PM_SWAPPED) || ((e & PM_PRESENT) && !(e & PM_FILE))));
+
+		if (!copy)
+			continue;
+		size_t a = p * pg > off ? p * pg : off;
+		size_t b = (p + 1) * pg < off + len ? (p + 1) * pg : off + len;
+
+		if (mem < 0)
+			mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+		if (mem >= 0 && pwrite(mem, (unsigned char *)r->rw + a, b - a, (off_t)(x + a)) ==
+					(ssize_t)(b - a))
+			continue;
+		/* refused: the file's page again (read+exec: committed code) */
+		if (r->handle < 0 ||
+		    mmap((void *)(x + p * pg), pg, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED,
+			 r->handle, (off_t)(p * pg)) == MAP_FAILED) {
+			/* nothing more to try: the process's copy stays stale */
+		}
+	}
+	if (mem >= 0)
+		close(mem);
+	if (pm >= 0)
+		close(pm);
+}
+
 
 /* ---- the plain memfd backend ------------------------------------------------ */
 
@@ -366,10 +635,18 @@ struct ep__backend {
 };
 
 
+static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
+{
+	ep__memfd_unmap(r);
+	if (be->kind.debug && r->handle >= 0)
+		close(r->handle);
+	r->handle = -1;
+}
+
 /* Probe once at open: a pool that cannot get executable memory should fail
  * at ep_pool_create() with its reason, not at the first ep_alloc(). */
-static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
-		      size_t whylen)
+static int open_kind(const struct ep_config *cfg, struct ep__backend **out, char *why,
+		     size_t whylen, int debug)
 {
 	struct ep__backend *be = calloc(1, sizeof(*be));
 
@@ -382,6 +659,20 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 		be->kind.margin = cfg->pack_size ? cfg->pack_size : EP__DEFAULT_PACK_SIZE;
 	}
 
+	/* anonymous shared memory; a memfd where it cannot be made executable,
+	 * or seen twice (under Valgrind), or where a debugger is to write into
+	 * private views of it */
+	be->kind.debug = debug;
+
+	int rc = be->kind.debug ? -EINVAL : ep__memfd_probe_anon(&be->kind, why, whylen);
+
+	if (rc == 0 || rc == -EADDRNOTAVAIL) {
+		if (rc)
+			free(be);
+		else
+			*out = be;
+		return rc;
+	}
 	int fd = ep__memfd_open(&be->kind, be->page, why, whylen);
 
 	if (fd < 0) {
@@ -389,16 +680,22 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 		return fd;
 	}
 	struct ep__region r;
-	int rc = ep__memfd_map_fd(&be->kind, fd, be->page, NULL, NULL, &r, why, whylen);
 
+	rc = ep__memfd_map_fd(&be->kind, fd, be->page, NULL, NULL, &r, why, whylen);
 	close(fd);
 	if (rc) {
 		free(be);
 		return rc;
 	}
-	ep__memfd_unmap(&r);
+	memfd_unmap(be, &r);
 	*out = be;
 	return 0;
+}
+
+static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
+		      size_t whylen)
+{
+	return open_kind(cfg, out, why, whylen, 0);
 }
 
 static void memfd_close(struct ep__backend *be)
@@ -437,12 +734,6 @@ static int memfd_commit(struct ep__backend *be, struct ep__region *r, size_t com
 	return ep__memfd_commit(r, commit, fill, ctx);
 }
 
-static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
-{
-	(void)be;
-	ep__memfd_unmap(r);
-}
-
 static int memfd_write(struct ep__backend *be, struct ep__region *r, size_t off,
 		       const void *src, size_t len)
 {
@@ -475,5 +766,65 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.commit = memfd_commit,
 	.write = memfd_write,
 	.fill = memfd_fill,
+	.privatize = memfd_privatize,
+};
+
+/* ---- the same with views a debugger can write (EXECPACK_DEBUG=1) --------------
+ * Its own table, which config.c picks, so that the plain backend's copies
+ * and fills test nothing for it. */
+
+static int memfd_debug_open(const struct ep_config *cfg, struct ep__backend **out, char *why,
+			    size_t whylen)
+{
+	return open_kind(cfg, out, why, whylen, 1);
+}
+
+static int memfd_debug_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
+			      ep_fill_fn fill, void *ctx)
+{
+	size_t had = r->committed;
+	int rc = ep__memfd_commit(r, commit, fill, ctx);
+
+	(void)be;
+	if (!rc && commit > had)
+		debug_sync(r, had, commit - had);
+	return rc;
+}
+
+static int memfd_debug_write(struct ep__backend *be, struct ep__region *r, size_t off,
+			     const void *src, size_t len)
+{
+	int rc = ep__memfd_write(r, off, src, len);
+
+	(void)be;
+	if (!rc)
+		debug_sync(r, off, len);
+	return rc;
+}
+
+static int memfd_debug_fill(struct ep__backend *be, struct ep__region *r, size_t off,
+			    size_t len, ep_fill_fn fill, void *ctx)
+{
+	int rc = ep__memfd_fill(r, off, len, fill, ctx);
+
+	(void)be;
+	if (!rc)
+		debug_sync(r, off, len);
+	return rc;
+}
+
+const struct ep__backend_ops ep__backend_memfd_debug = {
+	.name = "memfd",
+	.threadsafe = 1,
+	.open = memfd_debug_open,
+	.close = memfd_close,
+	.page_size = memfd_page_size,
+	.default_pack_size = memfd_default_pack_size,
+	.map = memfd_map,
+	.unmap = memfd_unmap,
+	.map_part = memfd_map_part,
+	.commit = memfd_debug_commit,
+	.write = memfd_debug_write,
+	.fill = memfd_debug_fill,
 	.privatize = memfd_privatize,
 };

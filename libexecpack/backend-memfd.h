@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * backend-memfd.h - the dual-mapping machinery shared by the memfd and
- * hugetlb backends (they differ only in how the file is made).
+ * hugetlb backends (they differ only in how the file is made).  Regions of
+ * base pages are anonymous shared memory where they can be (kind->anon),
+ * which perf takes for anonymous memory, so that it reads the perf map for
+ * them; a memfd otherwise.
  */
 #ifndef EP_BACKEND_MEMFD_H
 #define EP_BACKEND_MEMFD_H
@@ -18,7 +21,15 @@ struct ep__memfd_kind {
 	int commit;         /* allocate every page when the file is made (fallocate) */
 	const void *near;   /* ep_config.near: exec views within rel32 reach, or NULL */
 	size_t margin;      /* the pool's pack size, kept free of the reach (near.c) */
+	int anon;           /* base pages: anonymous shared memory rather than a
+			     * memfd, where exec can be added by mprotect() */
+	int debug;          /* EXECPACK_DEBUG=1: exec views are private mappings
+			     * of the memfd, which a debugger can write */
 };
+
+/* EXECPACK_DEBUG set and not "0": views a debugger can plant breakpoints
+ * in (the memfd backend; AUTO passes over hugetlb for it). */
+int ep__memfd_debug_wanted(void);
 
 /* A sized, sealed file of the kind; returns the fd or -errno (+ why).  With
  * kind->commit, a page that cannot be had is -ENOSPC (or -ENOMEM) here. */
@@ -41,5 +52,10 @@ void ep__memfd_unmap(struct ep__region *r);
 int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t len);
 int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill, void *ctx);
 int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r);
+/* At a backend's open: whether base-page regions can be anonymous shared
+ * memory here (maps and unmaps one page, near kind->near if set), and
+ * kind->anon set so.  0, or -errno and why: -EADDRNOTAVAIL where nothing
+ * is free near kind->near; any other error means a memfd may still do. */
+int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen);
 
 #endif /* EP_BACKEND_MEMFD_H */

@@ -91,6 +91,8 @@ struct ep__backend_ops {
 };
 
 extern const struct ep__backend_ops ep__backend_memfd;
+/* the memfd backend with EXECPACK_DEBUG=1: exec views a debugger can write */
+extern const struct ep__backend_ops ep__backend_memfd_debug;
 extern const struct ep__backend_ops ep__backend_hugetlb;
 extern const struct ep__backend_ops ep__backend_kmod;
 

@@ -11,13 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend-memfd.h"
 #include "config-open.h"
 #include "region.h"
 
 static const struct ep__backend_ops *backend_ops(enum ep_backend b)
 {
 	switch (b) {
-	case EP_BACKEND_MEMFD: return &ep__backend_memfd;
+	case EP_BACKEND_MEMFD:
+		return ep__memfd_debug_wanted() ? &ep__backend_memfd_debug : &ep__backend_memfd;
 	case EP_BACKEND_HUGETLB: return &ep__backend_hugetlb;
 	case EP_BACKEND_KMOD: return &ep__backend_kmod;
 	default: return NULL;

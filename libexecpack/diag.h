@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * diag.h - diagnostics for JIT code: names, symbolization, libunwind
- * registration, perf maps and Valgrind client requests (diag.c).
+ * registration, perf maps and Valgrind client requests (diag.c, which
+ * hands each change to diag-*.c).  The core's only way in.
  *
  * heap.c calls the ep__diag_* hooks with the heap's lock held, so that for
  * one allocation they are ordered like the calls that caused them.  Each
@@ -16,7 +17,7 @@
 
 #include "internal.h"
 
-struct ep__heap; /* types.h: one heap (a key for memcheck, never looked into) */
+struct ep__heap; /* pool.h: one heap (a key for memcheck, never looked into) */
 struct ep__diag; /* per named allocation, diag.c only */
 
 void ep__diag_alloc_slow(struct ep__heap *pool, void *exec, size_t size);
@@ -52,14 +53,17 @@ static inline void ep__diag_free(struct ep__heap *pool, struct ep__diag **d, voi
 }
 
 void ep__diag_shrink_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
-			  size_t old_size, size_t size, unsigned pool_flags);
+			  size_t old_size, size_t size, size_t code, unsigned pool_flags);
 
-/* ep_shrink(): the allocation at exec now ends size bytes after it. */
+/* ep_shrink(): the allocation at exec now ends size bytes after it (old_size
+ * before), and the program in it code bytes after it (ep_shrink()'s size,
+ * at most size): names cover no more.  Also where no whole chunk was given
+ * back (size == old_size). */
 static inline void ep__diag_shrink(struct ep__heap *pool, struct ep__diag **d, void *exec,
-				   size_t old_size, size_t size, unsigned pool_flags)
+				   size_t old_size, size_t size, size_t code, unsigned pool_flags)
 {
 	if (*d || ep__under_valgrind())
-		ep__diag_shrink_slow(pool, d, exec, old_size, size, pool_flags);
+		ep__diag_shrink_slow(pool, d, exec, old_size, size, code, pool_flags);
 }
 
 /* ep_pool_destroy(): forget one allocation that was still live ... */

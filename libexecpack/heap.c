@@ -530,8 +530,12 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 	}
 	size_t keep = ep__round_up(a->offset + size, a->pack ? CHUNK : h->page_size);
 
-	if (keep >= a->reserved)
-		goto out; /* nothing whole to give back */
+	if (keep >= a->reserved) {
+		/* nothing whole to give back; diag.c: names end at size */
+		ep__diag_shrink(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+				a->key + a->reserved - (uintptr_t)a->exec, size, h->flags);
+		goto out;
+	}
 	if ((rc = alloc_enter(a)))
 		goto out;
 	size_t cut = a->reserved - keep;
@@ -550,7 +554,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 		ep__code_changed((void *)(a->key + keep), cut);
 	}
 	ep__diag_shrink(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-			a->key + keep - (uintptr_t)a->exec, h->flags);
+			a->key + keep - (uintptr_t)a->exec, size, h->flags);
 	if (a->pack)
 		ep__pack_give_back(h, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false, true);
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */

@@ -3,7 +3,8 @@
  * check_auto.c - backend selection: AUTO's order and the reasons it gives
  * for what it passed over, EXECPACK_BACKEND, ep_backend_probe(), and a
  * hugetlbfs mount named by ep_config.path (which keeps working where
- * vm.memfd_noexec=2 refuses every executable memfd).
+ * vm.memfd_noexec=2 refuses every executable memfd and PR_SET_MDWE keeps
+ * anonymous memory from becoming executable).
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -15,8 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef PR_SET_MDWE
+#define PR_SET_MDWE 65
+#endif
+#ifndef PR_MDWE_REFUSE_EXEC_GAIN
+#define PR_MDWE_REFUSE_EXEC_GAIN (1UL << 0)
+#endif
 
 #include "execpack.h"
 #include "testutil.h"
@@ -132,7 +141,19 @@ static int noexec_hugetlbfs_child(void)
 	struct ep_pool *p = NULL;
 	struct ep_config memfd = { .sz = sizeof(memfd), .backend = EP_BACKEND_MEMFD };
 
-	/* every executable memfd is refused, with the reason */
+	/* the memfd backend's base-page regions are anonymous shared memory,
+	 * which the sysctl does not govern */
+	if (!status && tu_anon_exec_ok()) {
+		if (ep_pool_create(&memfd, &p) != 0)
+			status = 21;
+		else
+			ep_pool_destroy(p);
+	}
+	/* with PR_SET_MDWE too (anonymous memory may not gain exec), the
+	 * backend needs an executable memfd, and every one is refused, with
+	 * the reason */
+	if (!status && prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0L, 0L, 0L) != 0)
+		status = 22;
 	if (!status && ep_pool_create(&memfd, &p) >= 0)
 		status = 14;
 	if (!status && (ep_backend_probe(EP_BACKEND_MEMFD, NULL, why, sizeof(why)) >= 0 ||

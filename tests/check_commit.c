@@ -166,7 +166,7 @@ static long execpack_pss_kb(void)
 		unsigned long lo, hi;
 
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') - line <= 34) {
-			in = strstr(line, "memfd:execpack") != NULL;
+			in = tu_pack_line(line);
 			continue;
 		}
 		if (in && sscanf(line, "Pss: %ld kB", &kb) == 1)

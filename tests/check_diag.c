@@ -2,7 +2,7 @@
 /*
  * check_diag.c - names for JIT code: ep_set_name() and its errors,
  * ep_symbolize() (offsets, truncation, all pools, freed code), the perf
- * map, ep_backtrace(), code reuse through ep_free()/ep_write(), and real
+ * map (and files another user plants in its place), ep_backtrace(), code reuse through ep_free()/ep_write(), and real
  * libunwind backtraces through JIT frames in every ep_set_unwind() kind.
  *
  * Run twice by make check: as is, and with EXECPACK_UNWIND=dwarf
@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,7 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef HAVE_VALGRIND_MEMCHECK_H
 #include <valgrind/memcheck.h>
@@ -403,6 +408,317 @@ START_TEST(test_perfmap)
 }
 END_TEST
 
+/* ---- how much code a symbol covers ---------------------------------------
+ * A name covers the program's bytes: the allocation's by default, up to
+ * the size given to ep_shrink() (even where no whole chunk is given back)
+ * or to ep_set_name_size(), never the trap fill past them.  The same
+ * extent goes to ep_symbolize(), the perf map and the GDB JIT interface
+ * (the last read here from the descriptor the library exports).
+ */
+struct jit_code_entry {
+	struct jit_code_entry *next_entry, *prev_entry;
+	const char *symfile_addr;
+	uint64_t symfile_size;
+};
+struct jit_descriptor {
+	uint32_t version, action_flag;
+	struct jit_code_entry *relevant_entry, *first_entry;
+};
+/* weak: read through the GOT, never copied into the program (a copy
+ * relocation would make it the program's own descriptor, which the
+ * library leaves alone as another JIT's) */
+extern struct jit_descriptor __jit_debug_descriptor __attribute__((weak));
+
+/* The size of the function symbol at exec in GDB's list, or -1. */
+static long gdb_symbol_size(const void *exec)
+{
+	if (!&__jit_debug_descriptor)
+		return -2;
+	for (const struct jit_code_entry *e = __jit_debug_descriptor.first_entry; e;
+	     e = e->next_entry) {
+		const Elf64_Ehdr *eh = (const Elf64_Ehdr *)e->symfile_addr;
+		const Elf64_Shdr *sh = (const Elf64_Shdr *)(e->symfile_addr + eh->e_shoff);
+
+		for (unsigned i = 0; i < eh->e_shnum; i++) {
+			if (sh[i].sh_type != SHT_SYMTAB)
+				continue;
+			const Elf64_Sym *sym = (const Elf64_Sym *)(e->symfile_addr + sh[i].sh_offset);
+
+			for (size_t j = 0; j < sh[i].sh_size / sizeof(*sym); j++)
+				if (ELF64_ST_TYPE(sym[j].st_info) == STT_FUNC &&
+				    sym[j].st_value == (uintptr_t)exec)
+					return (long)sym[j].st_size;
+		}
+	}
+	return -1;
+}
+
+static void check_extent(const void *exec, size_t n, const char *name, int in_map)
+{
+	char buf[64], want[128];
+	size_t off = 0;
+
+	ck_assert_int_eq(ep_symbolize((const char *)exec + n - 1, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, name);
+	ck_assert_uint_eq(off, n - 1);
+	ck_assert_msg(ep_symbolize((const char *)exec + n, buf, sizeof(buf), &off) == -ENOENT,
+		      "%s: the name covers %p, %zu bytes past its start", name,
+		      (const void *)((const char *)exec + n), n);
+	ck_assert_msg(gdb_symbol_size(exec) == (long)n, "%s: gdb's symbol has %ld bytes, not %zu",
+		      name, gdb_symbol_size(exec), n);
+	snprintf(want, sizeof(want), "%lx %zx %s\n", (unsigned long)(uintptr_t)exec, n, name);
+	if (in_map)
+		ck_assert_msg(map_has(want), "no '%s' in the perf map", want);
+}
+
+START_TEST(test_symbol_size)
+{
+	struct ep_pool *p = make_pool(EP_F_PERFMAP);
+	struct ep_image a, b;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	unlink(path);
+	/* named, finalized, then shrunk to 18 of 128 bytes (a chunk given back) */
+	ck_assert_int_eq(ep_alloc(p, 100, &a), 0);
+	ck_assert_uint_eq(a.size, 128);
+	tu_emit_ret_imm(a.rw, 1);
+	ck_assert_int_eq(ep_set_name(p, a.exec, "size_a"), 0);
+	ck_assert_int_eq(ep_finalize(p, a.exec), 0);
+	check_extent(a.exec, 128, "size_a", 1);
+	ck_assert_int_eq(ep_shrink(p, a.exec, 18), 0);
+	check_extent(a.exec, 18, "size_a", 1);
+	ck_assert_int_eq(((tu_fn)a.exec)(), 1);
+	/* renaming keeps the extent */
+	ck_assert_int_eq(ep_set_name(p, a.exec, "size_a2"), 0);
+	check_extent(a.exec, 18, "size_a2", 1);
+
+	/* shrunk within its one chunk: nothing given back, the name narrowed */
+	ck_assert_int_eq(ep_alloc(p, 64, &b), 0);
+	tu_emit_ret_imm(b.rw, 2);
+	ck_assert_int_eq(ep_finalize(p, b.exec), 0);
+	ck_assert_int_eq(ep_set_name(p, b.exec, "size_b"), 0);
+	ck_assert_int_eq(ep_shrink(p, b.exec, 18), 0);
+	check_extent(b.exec, 18, "size_b", 1);
+	ck_assert_int_eq(ep_shrink(p, b.exec, 40), 0); /* never widens */
+	check_extent(b.exec, 18, "size_b", 1);
+	ep_pool_destroy(p);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_set_name_size)
+{
+	struct ep_pool *p = make_pool(EP_F_PERFMAP);
+	struct ep_image c;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	unlink(path);
+	/* the size given with the name, before finalize: in the map at once */
+	ck_assert_int_eq(ep_alloc(p, 64, &c), 0);
+	tu_emit_ret_imm(c.rw, 3);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 0), -EINVAL);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 65), -EINVAL);
+	ck_assert_int_eq(ep_set_name_size(NULL, c.exec, "size_c", 15), -EINVAL);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 15), 0);
+	ck_assert_int_eq(ep_finalize(p, c.exec), 0);
+	check_extent(c.exec, 15, "size_c", 1);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 64), 0); /* widened again */
+	check_extent(c.exec, 64, "size_c", 1);
+	ck_assert_int_eq(ep_shrink(p, c.exec, 10), 0);
+	check_extent(c.exec, 10, "size_c", 1);
+	ck_assert_int_eq(ep_set_name_size(p, c.exec, "size_c", 11), -EINVAL); /* past ep_shrink */
+	check_extent(c.exec, 10, "size_c", 0);
+	ck_assert_int_eq(((tu_fn)c.exec)(), 3);
+	ep_pool_destroy(p);
+	unlink(path);
+}
+END_TEST
+
+/* ---- the perf map in a /tmp that another user writes to ------------------
+ * /tmp/perf-<pid>.map has a name anyone can predict.  Another user plants
+ * it before the process names code: a symbolic or a hard link to a file
+ * of ours (nothing may be written through it), a FIFO (ep_finalize() must not
+ * block on it, and writes nothing into it when someone reads it), a
+ * regular file of theirs (not ours to write).  The test runs as root: the
+ * victim is a child process (its pid names the file), and a child of the
+ * victim that becomes uid 65534 plants the file first.
+ */
+enum plant { PLANT_LINK, PLANT_HARDLINK, PLANT_FIFO, PLANT_FIFO_READ, PLANT_FILE };
+
+static char g_victim[64]; /* the file a planted link points to */
+
+static void plant_as_nobody(enum plant what, const char *path)
+{
+	pid_t a = fork();
+
+	if (a == 0) {
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(2);
+		int rc = 0;
+
+		if (what == PLANT_LINK)
+			rc = symlink(g_victim, path);
+		else if (what == PLANT_HARDLINK)
+			rc = link(g_victim, path);
+		else if (what == PLANT_FILE)
+			rc = close(open(path, O_WRONLY | O_CREAT | O_EXCL, 0666));
+		else
+			rc = mkfifo(path, 0666);
+		if (rc == 0 && what == PLANT_FILE)
+			rc = chmod(path, 0666); /* past root's umask */
+		_exit(rc == 0 ? 0 : 3);
+	}
+	int st = 0;
+
+	waitpid(a, &st, 0);
+	/* fs.protected_hardlinks=1 lets nobody link a file it cannot write:
+	 * the link is then made here, as it would be where that is 0 (the
+	 * library sees the same file either way) */
+	if (what == PLANT_HARDLINK && WIFEXITED(st) && WEXITSTATUS(st) == 3 &&
+	    link(g_victim, path) == 0)
+		return;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		_exit(10 + (WIFEXITED(st) ? WEXITSTATUS(st) : 9));
+}
+
+/* In the victim: plant, then name and finalize code with EP_F_PERFMAP.
+ * A blocked open is ended by the alarm (the process dies of SIGALRM). */
+static void victim(enum plant what, int ready_fd)
+{
+	char path[64];
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .flags = EP_F_PERFMAP };
+	struct ep_pool *p;
+	struct ep_image img;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
+	unlink(path);
+	plant_as_nobody(what, path);
+	if (what == PLANT_FIFO_READ) {
+		/* someone reads the FIFO: the parent, once it is there */
+		char c = 1;
+
+		if (write(ready_fd, &c, 1) != 1 || read(ready_fd, &c, 1) != 1)
+			_exit(4);
+	}
+	signal(SIGALRM, SIG_DFL); /* (Check's handler would let open() restart) */
+	alarm(20);
+	if (ep_pool_create(&cfg, &p) != 0 || ep_alloc(p, 16, &img) != 0)
+		_exit(5);
+	tu_emit_ret_imm(img.rw, 7);
+	if (ep_set_name(p, img.exec, "planted_perfmap") != 0 || ep_finalize(p, img.exec) != 0 ||
+	    ep_set_name(p, img.exec, "planted_perfmap_again") != 0)
+		_exit(6);
+	ep_pool_destroy(p);
+	_exit(0);
+}
+
+static void perfmap_planted(enum plant what, const char *label)
+{
+	int sv[2];
+
+	if (geteuid() != 0) {
+		printf("SKIP: %s: needs root to plant the file as another user\n", label);
+		return;
+	}
+	snprintf(g_victim, sizeof(g_victim), "/tmp/ep-perfmap-victim-XXXXXX");
+	int vfd = mkstemp(g_victim);
+
+	ck_assert_int_ge(vfd, 0);
+	close(vfd);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pid_t v = fork();
+
+	ck_assert_int_ge(v, 0);
+	if (v == 0) {
+		close(sv[0]);
+		victim(what, sv[1]);
+	}
+	close(sv[1]);
+
+	char path[64];
+	int rfd = -1;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)v);
+	if (what == PLANT_FIFO_READ) {
+		char c;
+
+		ck_assert_int_eq(read(sv[0], &c, 1), 1);
+		rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		ck_assert_msg(rfd >= 0, "cannot open the planted FIFO: %s", strerror(errno));
+		ck_assert_int_eq(write(sv[0], &c, 1), 1);
+	}
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(v, &st, 0), v);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(sv[0]);
+
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	struct stat sb;
+	int is_link = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode);
+	char got[256] = "";
+	ssize_t n = -1;
+
+	if (rfd >= 0) {
+		n = read(rfd, got, sizeof(got) - 1);
+		close(rfd);
+	} else if (what == PLANT_FILE) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		n = fd >= 0 ? read(fd, got, sizeof(got) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	struct stat vs;
+	int vsize = stat(g_victim, &vs) == 0 ? (int)vs.st_size : -1;
+
+	unlink(path);
+	unlink(g_victim);
+	ck_assert_msg(!(WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM),
+		      "%s: naming code did not return in 20 s (blocked on the perf map)", label);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the victim failed (status %#x)",
+		      label, st);
+	ck_assert_msg(secs < 10, "%s: naming code took %.1f s", label, secs);
+	ck_assert_msg(vsize == 0, "%s: %d bytes written through the planted link to %s", label,
+		      vsize, g_victim);
+	if (what == PLANT_LINK)
+		ck_assert_msg(is_link, "%s: the planted link was replaced", label);
+	ck_assert_msg(n <= 0, "%s: the perf map was written into the planted %s: '%.*s'", label,
+		      what == PLANT_FILE ? "file" : "FIFO", (int)(n > 0 ? n : 0), got);
+}
+
+START_TEST(test_perfmap_planted_link)
+{
+	perfmap_planted(PLANT_LINK, "symlink");
+}
+END_TEST
+
+START_TEST(test_perfmap_planted_hardlink)
+{
+	perfmap_planted(PLANT_HARDLINK, "hard link");
+}
+END_TEST
+
+START_TEST(test_perfmap_planted_fifo)
+{
+	perfmap_planted(PLANT_FIFO, "FIFO");
+	perfmap_planted(PLANT_FIFO_READ, "FIFO with a reader");
+}
+END_TEST
+
+START_TEST(test_perfmap_planted_file)
+{
+	perfmap_planted(PLANT_FILE, "another user's file");
+}
+END_TEST
+
 /* ---- JIT frames in backtraces ------------------------------------------ */
 
 /*
@@ -655,7 +971,7 @@ START_TEST(test_set_unwind_errors)
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_SP, 1000, 8), -EINVAL);
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_SP, 4, 7), -EINVAL);
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_NAME, 0, 0), 0);
-#ifdef HAVE_LIBUNWIND
+#if defined(HAVE_LIBUNWIND) || (defined(HAVE___REGISTER_FRAME) && defined(HAVE___DEREGISTER_FRAME))
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_FP, 0, 0), 0);
 #else
 	ck_assert_int_eq(ep_set_unwind(pool, a, EP_UNWIND_DWARF_FP, 0, 0), -EOPNOTSUPP);
@@ -1025,6 +1341,12 @@ static Suite *diag_suite(void)
 	tcase_add_test(tc, test_symbolize_concurrent);
 	tcase_add_test(tc, test_reuse_runs_new_code);
 	tcase_add_test(tc, test_perfmap);
+	tcase_add_test(tc, test_symbol_size);
+	tcase_add_test(tc, test_set_name_size);
+	tcase_add_test(tc, test_perfmap_planted_link);
+	tcase_add_test(tc, test_perfmap_planted_hardlink);
+	tcase_add_test(tc, test_perfmap_planted_fifo);
+	tcase_add_test(tc, test_perfmap_planted_file);
 	tcase_add_test(tc, test_set_unwind_errors);
 #ifdef JIT_FRAMES
 	tcase_add_test(tc, test_backtrace);

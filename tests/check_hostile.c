@@ -9,7 +9,10 @@
  *     rather than by lowering the system-wide sysctl): -ENOMEM, intact code,
  *     usable again once mappings are released;
  *   - vm.memfd_noexec=2 set inside a new PID namespace (the sysctl is per
- *     namespace): pool creation fails with a clear errno and text.
+ *     namespace): the memfd backend still works, on anonymous shared
+ *     memory; with PR_SET_MDWE as well, which keeps that from becoming
+ *     executable, whatever needs a new region fails with a clear errno and
+ *     text, and live code is intact.
  *
  * Every scenario runs in its own child process so the limits it sets die
  * with it.  main() probes what this machine allows and runs only those
@@ -106,6 +109,11 @@ static void run_in_child(void (*fn)(void), const char *what)
 
 static void mdwe_child(void)
 {
+	/* a pool made before: its regions are anonymous shared memory, which
+	 * may no longer gain exec once MDWE is on */
+	struct ep_pool *early = child_pool(EP_BACKEND_MEMFD);
+	void *e = child_jit(early, 64, 0x5001);
+
 	CHILD_CHECK(prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0L, 0L, 0L) == 0,
 		    "PR_SET_MDWE: %s", strerror(errno));
 	int got = prctl(PR_GET_MDWE, 0L, 0L, 0L, 0L);
@@ -151,7 +159,15 @@ static void mdwe_child(void)
 	CHILD_OK(ep_pool_stats(pool, &pst));
 	CHILD_CHECK(pst.packs <= 3, "%zu packs for %d programs of 64 KiB", pst.packs, N + 1);
 
-	/* fork under MDWE: making a region private maps it anew, exec too */
+	/* the early pool: new regions (a memfd now) and its live code */
+	void *el = child_jit(early, LARGE_SIZE, 0x5002);
+
+	CHILD_OK(rel_patch(early, e, 0x5011));
+	CHILD_EXPECT_CALL(e, 0x5011);
+	CHILD_EXPECT_CALL(el, 0x5002);
+
+	/* fork under MDWE: making a region private maps it anew, exec too (the
+	 * early pool's anonymous regions get a memfd copy) */
 	pid_t pid = fork();
 
 	CHILD_CHECK(pid >= 0, "fork");
@@ -161,6 +177,8 @@ static void mdwe_child(void)
 		CHILD_OK(rel_patch(pool, l, 0x4002));
 		CHILD_EXPECT_CALL(l, 0x4002);
 		CHILD_OK(ep_free(pool, v[0]));
+		CHILD_OK(rel_patch(early, e, 0x4003));
+		CHILD_EXPECT_CALL(e, 0x4003);
 		_exit(0);
 	}
 	int st = rel_wait(pid);
@@ -169,6 +187,10 @@ static void mdwe_child(void)
 	CHILD_EXPECT_CALL(f, 0x1011);
 	CHILD_EXPECT_CALL(l, 0x1012);
 	CHILD_EXPECT_CALL(v[0], 0x3000);
+	CHILD_EXPECT_CALL(e, 0x5011);
+	CHILD_OK(ep_free(early, e));
+	CHILD_OK(ep_free(early, el));
+	ep_pool_destroy(early);
 
 	for (int i = 0; i < N; i++)
 		CHILD_OK(ep_free(pool, v[i]));
@@ -433,8 +455,31 @@ static void noexec_ns_child(void)
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
 	struct ep_pool *p2 = NULL;
 
+	/* the sysctl governs memfds: the memfd backend's base-page regions are
+	 * anonymous shared memory, which it does not concern */
 	rc = ep_pool_create(&cfg, &p2);
-	CHILD_CHECK(rc < 0 && p2 == NULL, "memfd pool under memfd_noexec=2: rc %d", rc);
+	if (tu_anon_exec_ok()) {
+		CHILD_CHECK(rc == 0, "memfd pool under memfd_noexec=2 alone: %d (%s)", rc,
+			    ep_strerror(rc));
+		void *a = child_jit(p2, 64, 0x9101);
+		void *big = child_jit(p2, LARGE_SIZE, 0x9102);
+
+		CHILD_EXPECT_CALL(a, 0x9101);
+		CHILD_EXPECT_CALL(big, 0x9102);
+		ep_pool_destroy(p2);
+		p2 = NULL;
+		printf("memfd_noexec=2: the memfd backend works on anonymous shared memory\n");
+	} else if (rc == 0) {
+		ep_pool_destroy(p2);
+		p2 = NULL;
+	}
+
+	/* where anonymous memory may not gain exec either (PR_SET_MDWE), every
+	 * new region needs an executable memfd */
+	CHILD_CHECK(prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0L, 0L, 0L) == 0,
+		    "PR_SET_MDWE: %s", strerror(errno));
+	rc = ep_pool_create(&cfg, &p2);
+	CHILD_CHECK(rc < 0 && p2 == NULL, "memfd pool under memfd_noexec=2 and MDWE: rc %d", rc);
 	const char *msg = ep_strerror(rc);
 
 	CHILD_CHECK(msg && *msg && strcmp(msg, "Unknown error") != 0, "no text for %d", rc);

@@ -297,6 +297,70 @@ START_TEST(test_env_and_close)
 }
 END_TEST
 
+/*
+ * A record covers the program's bytes, not the trap fill past them: the
+ * allocation's when nothing else is known, the size ep_set_name_size()
+ * gives, and after ep_shrink() a new record with its size (perf inject
+ * keeps the newest for an address), also where no whole chunk is given
+ * back.  In a child, so that its records are alone in its file.
+ */
+START_TEST(test_sizes)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+					 .flags = EP_F_JITDUMP };
+		struct ep_pool *p = NULL;
+		struct ep_image a, b, c;
+
+		if (ep_pool_create(&cfg, &p) != 0 || ep_alloc(p, 100, &a) != 0 ||
+		    ep_alloc(p, 64, &b) != 0 || ep_alloc(p, 64, &c) != 0)
+			_exit(2);
+		tu_emit_ret_imm(a.rw, 1);
+		tu_emit_ret_imm(b.rw, 2);
+		tu_emit_ret_imm(c.rw, 3);
+		if (ep_set_name(p, a.exec, "jd_a") != 0 || ep_finalize(p, a.exec) != 0 ||
+		    ep_shrink(p, a.exec, 18) != 0)
+			_exit(3);
+		if (ep_set_name_size(p, b.exec, "jd_b", 15) != 0 || ep_finalize(p, b.exec) != 0)
+			_exit(4);
+		if (ep_finalize(p, c.exec) != 0 || ep_set_name(p, c.exec, "jd_c") != 0 ||
+		    ep_shrink(p, c.exec, 20) != 0 || ep_shrink(p, c.exec, 30) != 0)
+			_exit(5);
+		_exit(0);
+	}
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	struct dump d;
+	static const struct {
+		const char *name;
+		uint64_t size;
+		uint32_t imm;
+	} want[] = { { "jd_a", 128, 1 }, { "jd_a", 18, 1 }, { "jd_b", 15, 2 },
+		     { "jd_c", 64, 3 }, { "jd_c", 20, 3 } };
+	unsigned char ret[TU_RET_LEN];
+
+	dump_read((long)pid, &d);
+	ck_assert_int_eq(d.n, 5);
+	for (int i = 0; i < d.n; i++) {
+		ck_assert_uint_eq(d.r[i].id, 0);
+		ck_assert_str_eq(d.r[i].name, want[i].name);
+		ck_assert_msg(d.r[i].load.code_size == want[i].size,
+			      "record %d (%s): %llu bytes, not %llu", i, want[i].name,
+			      (unsigned long long)d.r[i].load.code_size,
+			      (unsigned long long)want[i].size);
+		tu_emit_ret_imm(ret, want[i].imm);
+		ck_assert(!memcmp(d.r[i].code, ret, TU_RET_LEN));
+	}
+	ck_assert_uint_eq(d.r[1].load.code_addr, d.r[0].load.code_addr);
+	dump_free(&d);
+}
+END_TEST
+
 /* After fork() the child writes jit-<child>.dump, never the parent's file. */
 START_TEST(test_fork)
 {
@@ -578,6 +642,7 @@ static Suite *jitdump_suite(void)
 	tcase_add_test(tc, test_fifo_not_used);
 	tcase_add_test(tc, test_other_users_file);
 	tcase_add_test(tc, test_other_users_fifo);
+	tcase_add_test(tc, test_sizes);
 	suite_add_tcase(s, tc);
 	return s;
 }

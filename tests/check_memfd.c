@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * check_memfd.c - what the memfd backend promises about its mappings: an
- * RX shared view of a memfd, a RW alias elsewhere that is kept out of core
- * dumps, never a W+X mapping, and packs found by range, not by alignment.
+ * RX shared view of anonymous memory, a RW alias elsewhere that is kept out
+ * of core dumps, never a W+X mapping, packs found by range, not by
+ * alignment, and with EXECPACK_DEBUG=1 private views a debugger can write.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "execpack.h"
 #include "testutil.h"
@@ -34,7 +38,7 @@ struct mapping {
 	char name[256];
 };
 
-/* All mappings whose name contains "execpack". */
+/* All views of the library's regions (tu_pack_line()). */
 static int execpack_mappings(struct mapping *out, int max)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -48,7 +52,7 @@ static int execpack_mappings(struct mapping *out, int max)
 
 		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &m.lo, &m.hi, m.perms, &off) < 3)
 			continue;
-		if (!strstr(line, "memfd:execpack"))
+		if (!tu_pack_line(line))
 			continue;
 		snprintf(m.name, sizeof(m.name), "%s", line + off);
 		m.name[strcspn(m.name, "\n")] = 0;
@@ -69,9 +73,13 @@ START_TEST(test_dual_mapping)
 	int rx = 0, rw = 0, none = 0;
 	uintptr_t rx_lo = 0, rx_hi = 0, rw_lo = 0, none_lo = 0, none_hi = 0;
 
+	/* anonymous shared memory, which perf takes for anonymous (so that it
+	 * reads the perf map for it), wherever it can be made executable */
+	const char *want = tu_anon_exec_ok() ? "/dev/zero (deleted)" : "/memfd:execpack";
+
 	for (int i = 0; i < n; i++) {
 		ck_assert_msg(!(m[i].perms[1] == 'w' && m[i].perms[2] == 'x'), "W+X: %s", m[i].perms);
-		ck_assert_msg(strstr(m[i].name, "memfd:execpack") != NULL, "name %s", m[i].name);
+		ck_assert_msg(strstr(m[i].name, want) != NULL, "name '%s', not '%s'", m[i].name, want);
 		if (!strcmp(m[i].perms, "r-xs")) {
 			rx++;
 			rx_lo = m[i].lo;
@@ -115,7 +123,7 @@ START_TEST(test_alias_not_dumped)
 		char perms[8];
 
 		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3) {
-			in_rw = strstr(line, "execpack") && !strcmp(perms, "rw-s");
+			in_rw = tu_pack_line(line) && !strcmp(perms, "rw-s");
 			continue;
 		}
 		if (in_rw && !strncmp(line, "VmFlags:", 8)) {
@@ -175,6 +183,94 @@ START_TEST(test_exec_view_is_not_writable_by_mprotect_of_alias)
 }
 END_TEST
 
+/* ---- EXECPACK_DEBUG=1: views a debugger can write ----------------------------
+ * The exec view is a private mapping: /proc/self/mem (how gdb writes its
+ * breakpoints, standing in for it here) can write into it, which copies
+ * the page.  Code the pool writes into such a page afterwards (a
+ * neighbour finalized, a patch, a free's trap fill) must reach the copy,
+ * and the debugger's own bytes elsewhere in the page stay.  No mapping is
+ * writable and executable, and a fork child's changes stay its own.
+ */
+static int mem_write(void *at, const void *src, size_t len)
+{
+	int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pwrite(fd, src, len, (off_t)(uintptr_t)at) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+START_TEST(test_debug_views)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg) }; /* AUTO: memfd, for EXECPACK_DEBUG */
+	struct ep_pool *p;
+	int rc;
+
+	setenv("EXECPACK_DEBUG", "1", 1);
+	rc = ep_pool_create(&cfg, &p);
+	unsetenv("EXECPACK_DEBUG");
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	ck_assert_str_eq(ep_pool_backend(p), "memfd");
+	void *f = tu_jit_ret(p, 64, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	char perms[8];
+
+	tu_mapping_perms(f, perms, NULL, 0);
+	ck_assert_str_eq(perms, "r-xp");
+	ck_assert_int_eq(tu_count_wx_mappings(), 0);
+
+	/* a "breakpoint" at f's first byte (never run: f is not called while
+	 * it is there) */
+	unsigned char orig, bp = 0xa5, got;
+
+	memcpy(&orig, f, 1);
+	if (mem_write(f, &bp, 1) != 0) {
+		printf("SKIP: test_debug_views: /proc/self/mem cannot be written here "
+		       "(proc_mem.force_override)\n");
+		ep_pool_destroy(p);
+		return;
+	}
+	memcpy(&got, f, 1);
+	ck_assert_uint_eq(got, bp);
+	/* code written into the copied page afterwards reaches it */
+	void *g = tu_jit_ret(p, 64, 2, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_msg(((uintptr_t)f ^ (uintptr_t)g) < tu_page(), "not in the same page");
+	ck_assert_int_eq(tu_as_fn(g)(), 2);
+	ck_assert_int_eq(tu_patch_ret_imm(p, tu_ret_at(g, 64), 3), 0);
+	ck_assert_int_eq(tu_as_fn(g)(), 3);
+	/* and the debugger's byte is still there */
+	memcpy(&got, f, 1);
+	ck_assert_uint_eq(got, bp);
+	ck_assert_int_eq(mem_write(f, &orig, 1), 0); /* taken out again */
+	ck_assert_int_eq(tu_as_fn(f)(), 1);
+	/* a free's trap fill reaches the copy too */
+	ck_assert_int_eq(ep_free(p, g), 0);
+	ck_assert(tu_is_trap(g, 64));
+
+	/* fork: the child's changes are its own */
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok = tu_patch_ret_imm(p, tu_ret_at(f, 64), 9) == 0 && tu_as_fn(f)() == 9;
+
+		_exit(ok ? 0 : 1);
+	}
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	ck_assert_int_eq(tu_as_fn(f)(), 1);
+	ck_assert_int_eq(tu_count_wx_mappings(), 0);
+	ck_assert_int_eq(ep_free(p, f), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 static Suite *memfd_suite(void)
 {
 	Suite *s = suite_create("memfd");
@@ -185,6 +281,7 @@ static Suite *memfd_suite(void)
 	tcase_add_test(tc, test_alias_not_dumped);
 	tcase_add_test(tc, test_packs_found_by_range);
 	tcase_add_test(tc, test_exec_view_is_not_writable_by_mprotect_of_alias);
+	tcase_add_test(tc, test_debug_views);
 	suite_add_tcase(s, tc);
 	return s;
 }

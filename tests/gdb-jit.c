@@ -7,6 +7,13 @@
  * function can be set there), then in gdb_stop_here(), whose `bt` must show
  * the JIT frame by name.
  *
+ * With the argument "debug", run with EXECPACK_DEBUG=1 (views a debugger can
+ * write): after the first call of the JIT function, a second function is
+ * JITted into the same page, which gdb has written its breakpoints into,
+ * and both are called; the program checks what they return, that the
+ * executable view is a private mapping and that no mapping is writable and
+ * executable.
+ *
  * Built four times.  With EP_FOREIGN_JIT_DESCRIPTOR (tests/gdb-jit-foreign)
  * the program defines __jit_debug_descriptor and __jit_debug_register_code
  * itself, as programs that embed another JIT (LLVM, LuaJIT) do, so that the
@@ -84,8 +91,35 @@ void gdb_jit_ready(void)
 	__asm__ volatile("" ::: "memory");
 }
 
-int main(void)
+/* Mappings both writable and executable, and whether the one that holds
+ * addr is private ('p'). */
+static int wx_mappings(const void *addr, int *private_view)
 {
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512], perms[8];
+	unsigned long lo, hi;
+	int n = 0;
+
+	*private_view = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3)
+			continue;
+		if (perms[1] == 'w' && perms[2] == 'x')
+			n++;
+		if ((uintptr_t)addr >= lo && (uintptr_t)addr < hi)
+			*private_view = perms[3] == 'p';
+	}
+	if (f)
+		fclose(f);
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	/* "debug" (with EXECPACK_DEBUG=1): after the first call, new code is
+	 * written into the page gdb has written its breakpoints into, and the
+	 * JIT function is called again */
+	int debug = argc > 1 && !strcmp(argv[1], "debug");
 	struct ep_pool *pool;
 	struct ep_image img, other;
 	int (*cb)(void) = gdb_stop_here;
@@ -110,7 +144,10 @@ int main(void)
 	p[n++] = 0xff, p[n++] = 0xd0;
 	p[n++] = 0x5d;
 	p[n++] = 0xc3;
-	if (ep_set_name(pool, img.exec, PROG_NAME) != 0 || ep_finalize(pool, img.exec) != 0)
+	/* the program has n of its 64 bytes: gdb's symbol (disassemble) ends
+	 * with its ret, not in the trap fill past it */
+	if (ep_set_name(pool, img.exec, PROG_NAME) != 0 || ep_finalize(pool, img.exec) != 0 ||
+	    ep_shrink(pool, img.exec, n) != 0)
 		return 1;
 	/* a second named function, registered and unregistered */
 	if (ep_alloc(pool, 8, &other) != 0 || ep_set_name(pool, other.exec, "short_lived") != 0 ||
@@ -128,6 +165,31 @@ int main(void)
 	int r = prog();
 
 	printf(PROG_NAME " returned %d\n", r);
+	if (debug) {
+		static const unsigned char seven[] = { 0xb8, 7, 0, 0, 0, 0xc3 }; /* mov eax, 7; ret */
+		struct ep_image nb;
+		int (*neighbour)(void);
+		int priv = 0, wx = wx_mappings(img.exec, &priv);
+
+		if (ep_alloc(pool, sizeof(seven), &nb) != 0)
+			return 1;
+		memcpy(nb.rw, seven, sizeof(seven));
+		if (ep_set_name(pool, nb.exec, "gdb_jit_neighbour") != 0 ||
+		    ep_finalize(pool, nb.exec) != 0)
+			return 1;
+		printf("gdb_jit_neighbour in the same page: %s\n",
+		       ((uintptr_t)nb.exec ^ (uintptr_t)img.exec) < 4096 ? "yes" : "no");
+		memcpy(&neighbour, &nb.exec, sizeof(neighbour));
+		int seven_rc = neighbour();
+		int r2 = prog();
+
+		printf("gdb_jit_neighbour returned %d\n", seven_rc);
+		printf(PROG_NAME " returned %d again\n", r2);
+		printf("private exec view: %s; writable+executable mappings: %d\n", priv ? "yes" : "no",
+		       wx);
+		if (seven_rc != 7 || r2 != 42 || !priv || wx != 0)
+			return 1;
+	}
 	ep_free(pool, img.exec);
 	ep_pool_destroy(pool);
 #ifdef EP_FOREIGN_JIT_DESCRIPTOR

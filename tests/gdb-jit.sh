@@ -13,8 +13,17 @@
 #   bt:      gdb names JIT frames registered through the GDB JIT
 #            interface: `bt` from a C function called by JIT code shows
 #            gdb_jit_prog;
+#   disassemble: gdb's symbol for the JIT function covers its code (up to
+#            the size given to ep_shrink), not the trap fill after its ret;
 #   hbreak:  a hardware breakpoint on the JIT function by name is hit
-#            (software ones cannot be written into the read-only view).
+#            (software ones cannot be written into the read-only view);
+#   debug:   with EXECPACK_DEBUG=1 software breakpoints work: `break` on
+#            the JIT function (pending until it is registered) is hit,
+#            `finish` from a C function it called returns into it and from
+#            it to main; then the program writes new code into the page
+#            gdb wrote its breakpoint into, runs it, and the breakpoint is
+#            hit again (the program checks the results, the private view
+#            and that nothing is writable and executable).
 # The gdb parts SKIP without gdb or when gdb cannot run programs here
 # (ptrace refused); hbreak SKIPs where hardware breakpoints do not work at
 # all (some virtual machines), which a breakpoint on a C function shows.
@@ -60,7 +69,9 @@ fi
 # --- docs ------------------------------------------------------------------
 for page in doc/libexecpack.7 doc/man3/ep_set_name.3; do
 	grep -q '^\.B hbreak' "$srcdir/$page" || fail "$page does not say to use hbreak"
+	grep -q 'EXECPACK_DEBUG' "$srcdir/$page" || fail "$page does not mention EXECPACK_DEBUG"
 done
+grep -q 'EXECPACK_DEBUG' "$srcdir/README" || fail "README does not mention EXECPACK_DEBUG"
 
 if ! command -v gdb >/dev/null 2>&1; then
 	echo "SKIP: gdb is not installed"
@@ -73,7 +84,8 @@ gdbx() {
 
 # --- bt --------------------------------------------------------------------
 for p in $progs; do
-	out=$(gdbx -ex 'break gdb_stop_here' -ex run -ex bt -ex 'info symbol $pc' -ex kill "$p")
+	out=$(gdbx -ex 'break gdb_stop_here' -ex run -ex bt -ex 'info symbol $pc' \
+		-ex 'disassemble gdb_jit_prog' -ex kill "$p")
 	echo "$out"
 	if ! echo "$out" | grep -q 'Breakpoint 1, .*gdb_stop_here'; then
 		echo "SKIP: gdb could not run the program to its breakpoint here"
@@ -84,7 +96,17 @@ for p in $progs; do
 		fail "$p: frame #1 is not named gdb_jit_prog"
 	echo "$out" | grep -Eq '^#2 .* main \(' ||
 		fail "$p: gdb did not unwind through the JIT frame to main"
+	# the symbol covers the program's bytes, not the trap fill after it
+	dis=$(echo "$out" | sed -n '/^Dump of assembler code for function gdb_jit_prog/,/^End of assembler dump/p')
+	if [ -z "$dis" ]; then
+		fail "$p: disassemble gdb_jit_prog printed no dump"
+	elif echo "$dis" | grep -q 'int3'; then
+		fail "$p: gdb's gdb_jit_prog runs on into the trap fill past its ret"
+	elif ! echo "$dis" | grep -B1 '^End of assembler dump' | grep -q 'ret'; then
+		fail "$p: gdb's gdb_jit_prog does not end with its ret"
+	fi
 done
+
 
 # --- hbreak ----------------------------------------------------------------
 out=$(gdbx -ex 'hbreak gdb_jit_ready' -ex run -ex 'hbreak gdb_jit_prog' -ex continue \
@@ -98,6 +120,26 @@ elif echo "$out" | grep -Eq 'Breakpoint 2, (0x[0-9a-f]+ in )?gdb_jit_prog \(\)';
 else
 	fail "hbreak gdb_jit_prog was not hit"
 fi
+
+# --- debug: break and finish with EXECPACK_DEBUG=1 ---------------------------
+# (run to its end under gdb: LeakSanitizer cannot work under ptrace)
+out=$(EXECPACK_DEBUG=1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+	gdbx -ex 'set breakpoint pending on' -ex 'break gdb_jit_prog' \
+	-ex 'break gdb_stop_here' -ex run -ex continue -ex finish -ex finish -ex continue \
+	-ex continue -ex continue --args "$prog" debug)
+echo "$out"
+hits=$(echo "$out" | grep -Ec '^Breakpoint 1, (0x[0-9a-f]+ in )?gdb_jit_prog \(\)')
+[ "$hits" -eq 2 ] ||
+	fail "EXECPACK_DEBUG=1: break gdb_jit_prog was hit $hits times, not twice"
+# finish from gdb_stop_here stops in the JIT code, the next one in main
+echo "$out" | sed -n '/^Breakpoint 2, /,$p' | grep -Eq '^0x[0-9a-f]+ in gdb_jit_prog \(\)$' ||
+	fail "EXECPACK_DEBUG=1: finish from gdb_stop_here did not stop in gdb_jit_prog"
+echo "$out" | sed -n '/ in gdb_jit_prog ()$/,$p' | grep -Eq '^(0x[0-9a-f]+ in )?main \(' ||
+	fail "EXECPACK_DEBUG=1: finish from gdb_jit_prog did not return to main"
+echo "$out" | grep -q 'gdb_jit_neighbour returned 7' ||
+	fail "EXECPACK_DEBUG=1: code written into the page with gdb's breakpoint did not run"
+echo "$out" | grep -q 'exited normally' ||
+	fail "EXECPACK_DEBUG=1: the program did not end well under gdb"
 
 [ "$failures" -eq 0 ] || exit 1
 echo "PASS"

@@ -3,7 +3,9 @@
  * jitdump-prog.c - run by tests/jitdump-perf.sh under `perf record -k 1`:
  * JITs one hot loop named "ep_jd_hot_loop" into a pool with EP_F_JITDUMP
  * and runs it for about the time given in milliseconds (default 300), so
- * that perf's samples land in it.  The loop is
+ * that perf's samples land in it.  With "perfmap" after the time
+ * (tests/perfmap-perf.sh), the loop is "ep_pm_hot_loop" in a pool with
+ * EP_F_PERFMAP instead, of the default backend like the other.  The loop is
  *
  *	xor eax, eax; mov ecx, imm32; 1: add eax, ecx; imul eax, eax, 3;
  *	dec ecx; jnz 1b; ret
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "execpack.h"
 
@@ -37,7 +40,9 @@ int main(int argc, char **argv)
 		0x75, 0xf7,                   /* jnz 1b */
 		0xc3,                         /* ret */
 	};
-	struct ep_config cfg = { .sz = sizeof(cfg), .flags = EP_F_JITDUMP };
+	int perfmap = argc > 2 && !strcmp(argv[2], "perfmap");
+	struct ep_config cfg = { .sz = sizeof(cfg),
+				 .flags = perfmap ? EP_F_PERFMAP : EP_F_JITDUMP };
 	struct ep_pool *pool;
 	struct ep_image img;
 	double ms = argc > 1 ? atof(argv[1]) : 300;
@@ -47,7 +52,7 @@ int main(int argc, char **argv)
 		rc = ep_alloc(pool, sizeof(code), &img);
 	if (rc == 0) {
 		memcpy(img.rw, code, sizeof(code));
-		rc = ep_set_name(pool, img.exec, "ep_jd_hot_loop");
+		rc = ep_set_name(pool, img.exec, perfmap ? "ep_pm_hot_loop" : "ep_jd_hot_loop");
 	}
 	if (rc == 0)
 		rc = ep_finalize(pool, img.exec);
@@ -62,7 +67,8 @@ int main(int argc, char **argv)
 		sum += (unsigned)((int (*)(void))img.exec)();
 		calls++;
 	}
-	printf("jitdump-prog: %u calls at %p (%u)\n", calls, img.exec, sum);
+	printf("jitdump-prog: %u calls at %p (%u), pid %ld, backend %s\n", calls, img.exec, sum,
+	       (long)getpid(), ep_pool_backend(pool));
 	ep_pool_destroy(pool);
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "execpack.h"
@@ -333,10 +334,36 @@ static inline long tu_kernel_page_kb(const void *addr)
 	return kb;
 }
 
+/*
+ * Whether a /proc/self/maps line is a view of one of the library's
+ * regions: anonymous shared memory, "/dev/zero (deleted)" (base pages), or
+ * a memfd, "/memfd:execpack (deleted)" (huge pages, and base pages where
+ * anonymous memory cannot be made executable).
+ */
+static inline int tu_pack_line(const char *line)
+{
+	return strstr(line, "/memfd:execpack") != NULL || strstr(line, "/dev/zero (deleted)") != NULL;
+}
+
+/* Whether the memfd backend's regions are anonymous shared memory here:
+ * this process may make such memory executable, and it does not run under
+ * Valgrind (whose mremap() does not map it twice). */
+static inline int tu_anon_exec_ok(void)
+{
+	if (RUNNING_ON_VALGRIND)
+		return 0;
+	void *p = mmap(NULL, 4096, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int ok = p != MAP_FAILED && mprotect(p, 4096, PROT_READ | PROT_EXEC) == 0;
+
+	if (p != MAP_FAILED)
+		munmap(p, 4096);
+	return ok;
+}
+
 /* Number of mappings in /proc/self/maps that are both writable and
  * executable (must always be 0), or -1 if maps cannot be read.  Under
- * Valgrind only the library's own (execpack) mappings count: Valgrind's
- * translation cache is itself writable and executable. */
+ * Valgrind only the library's own mappings count: Valgrind's translation
+ * cache is itself writable and executable. */
 static inline int tu_count_wx_mappings(void)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -349,7 +376,7 @@ static inline int tu_count_wx_mappings(void)
 		char perms[8] = "";
 
 		if (sscanf(line, "%*x-%*x %7s", perms) == 1 && perms[1] == 'w' && perms[2] == 'x' &&
-		    (!RUNNING_ON_VALGRIND || strstr(line, "execpack")))
+		    (!RUNNING_ON_VALGRIND || tu_pack_line(line)))
 			n++;
 	}
 	fclose(f);

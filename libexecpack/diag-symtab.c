@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * diag-symtab.c - the process-wide table of named ranges that
+ * ep_symbolize() reads without locks or allocation (usable from a signal
+ * handler).
+ *
+ * Slots live in segments that are allocated on demand and never freed
+ * (segment k holds SEG0 << k slots), so a reader can walk them at any
+ * time.  Each slot is a sequence lock: a writer (always holding diag's
+ * lock, diag.c) makes the sequence odd, stores the range and name with
+ * relaxed atomic stores, and makes it even again; a reader copies the slot
+ * and keeps the copy only if it saw the same even sequence before and
+ * after.  A reader never waits for a writer for long: a slot that stays
+ * odd (its writer was interrupted by the very signal handler that is
+ * reading) is skipped after a few tries.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag-symtab.h"
+#include "diag-valgrind.h"
+#include "diag.h"
+#include "execpack.h"
+
+#define NAME_WORDS ((EP_NAME_MAX + 1) / 8)
+#define SEG0 64
+#define NSEG 26
+
+struct sym_slot {
+	unsigned long seq; /* odd while a writer is changing the slot */
+	uintptr_t lo, hi;  /* hi == 0: empty */
+	uint64_t name[NAME_WORDS];
+};
+
+static struct sym_slot *g_seg[NSEG]; /* atomic pointers, set once each */
+static size_t g_high;                /* atomic: slots [0, g_high) may be in use */
+
+/* Writers only, under diag's lock. */
+static size_t *g_free_slots, g_nfree, g_capfree;
+
+static size_t seg_start(unsigned k)
+{
+	return (size_t)SEG0 * (((size_t)1 << k) - 1);
+}
+
+static struct sym_slot *slot_at(size_t i)
+{
+	size_t q = i / SEG0 + 1;
+	unsigned k = (unsigned)(63 - __builtin_clzl(q));
+	struct sym_slot *seg = __atomic_load_n(&g_seg[k], __ATOMIC_ACQUIRE);
+
+	return seg ? &seg[i - seg_start(k)] : NULL;
+}
+
+/* A free slot index, or SIZE_MAX without memory.  diag's lock held. */
+size_t ep__symtab_get(void)
+{
+	if (g_nfree)
+		return g_free_slots[--g_nfree];
+
+	size_t i = __atomic_load_n(&g_high, __ATOMIC_RELAXED);
+	size_t q = i / SEG0 + 1;
+	unsigned k = (unsigned)(63 - __builtin_clzl(q));
+
+	if (k >= NSEG)
+		return SIZE_MAX;
+	if (i == 0) {
+		/* before the first store: ep_symbolize() reads these without
+		 * diag's lock, like the slots, and helgrind does not see the
+		 * acquire/release pairing of these atomics */
+		VALGRIND_HG_DISABLE_CHECKING(&g_high, sizeof(g_high));
+		VALGRIND_HG_DISABLE_CHECKING(g_seg, sizeof(g_seg));
+	}
+	if (!__atomic_load_n(&g_seg[k], __ATOMIC_RELAXED)) {
+		size_t n = (size_t)SEG0 << k;
+		struct sym_slot *seg = calloc(n, sizeof(*seg));
+
+		if (!seg)
+			return SIZE_MAX;
+		/* lock-free by design (sequence locks): not for helgrind to judge */
+		VALGRIND_HG_DISABLE_CHECKING(seg, n * sizeof(*seg));
+		__atomic_store_n(&g_seg[k], seg, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&g_high, i + 1, __ATOMIC_RELEASE);
+	return i;
+}
+
+static int slot_put(size_t i)
+{
+	if (g_nfree == g_capfree) {
+		size_t nc = g_capfree ? g_capfree * 2 : 64;
+		size_t *nf = realloc(g_free_slots, nc * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		g_free_slots = nf;
+		g_capfree = nc;
+	}
+	g_free_slots[g_nfree++] = i;
+	return 0;
+}
+
+/* Publish [lo, hi) with name (NULL: empty the slot).  diag's lock held. */
+static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const char *name)
+{
+	unsigned long q = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+	uint64_t w[NAME_WORDS];
+
+	memset(w, 0, sizeof(w));
+	if (name)
+		memcpy(w, name, strlen(name));
+	__atomic_store_n(&s->seq, q + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&s->lo, name ? lo : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->hi, name ? hi : 0, __ATOMIC_RELAXED);
+	for (size_t j = 0; j < NAME_WORDS; j++)
+		__atomic_store_n(&s->name[j], w[j], __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seq, q + 2, __ATOMIC_RELEASE);
+}
+
+/*
+ * Look addr up in slot s: 1 and a copy of the name when it is there, 0 when
+ * not (or when its writer does not finish in time).  No locks, no calls.
+ */
+static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out,
+		     uint64_t name[NAME_WORDS])
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		unsigned long q1 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+
+		if (q1 & 1)
+			continue;
+		uintptr_t lo = __atomic_load_n(&s->lo, __ATOMIC_RELAXED);
+		uintptr_t hi = __atomic_load_n(&s->hi, __ATOMIC_RELAXED);
+		bool in = addr >= lo && addr < hi;
+
+		if (in)
+			for (size_t j = 0; j < NAME_WORDS; j++)
+				name[j] = __atomic_load_n(&s->name[j], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != q1)
+			continue;
+		*lo_out = lo;
+		return in;
+	}
+	return 0;
+}
+
+EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset)
+{
+	uintptr_t a = (uintptr_t)addr, lo = 0;
+	uint64_t name[NAME_WORDS];
+	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
+
+	for (size_t i = 0; i < high; i++) {
+		const struct sym_slot *s = slot_at(i);
+
+		if (!s || !slot_read(s, a, &lo, name))
+			continue;
+		const char *n = (const char *)name;
+		size_t nl = 0;
+
+		while (nl < sizeof(name) && n[nl])
+			nl++;
+		if (offset)
+			*offset = (size_t)(a - lo);
+		if (!buf || len == 0)
+			return -ERANGE;
+		if (nl >= len) {
+			memcpy(buf, n, len - 1);
+			buf[len - 1] = 0;
+			return -ERANGE;
+		}
+		memcpy(buf, n, nl);
+		buf[nl] = 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+void ep__symtab_put(size_t slot)
+{
+	slot_write(slot_at(slot), 0, 0, NULL);
+	if (slot_put(slot) != 0) {
+		/* no memory for the free list: the empty slot is lost, harmless */
+	}
+}
+
+void ep__symtab_set(size_t slot, uintptr_t lo, uintptr_t hi, const char *name)
+{
+	slot_write(slot_at(slot), lo, hi, name);
+}
+
+void ep__symtab_hide(void)
+{
+	size_t high = __atomic_load_n(&g_high, __ATOMIC_RELAXED);
+
+	for (size_t i = 0; i < high; i++) {
+		struct sym_slot *s = slot_at(i);
+
+		ep__diag_hide_word(&s->lo, 2 * sizeof(uintptr_t));
+	}
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * diag-symtab.h - the process-wide table of named ranges (diag-symtab.c)
+ * that ep_symbolize() reads without locks or allocation.  Writers hold
+ * diag's lock (diag.c).
+ */
+#ifndef EP_DIAG_SYMTAB_H
+#define EP_DIAG_SYMTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A free slot, or SIZE_MAX without memory. */
+size_t ep__symtab_get(void);
+/* Empty a slot and keep it for reuse. */
+void ep__symtab_put(size_t slot);
+/* Publish [lo, hi) with name in a slot (NULL: empty it). */
+void ep__symtab_set(size_t slot, uintptr_t lo, uintptr_t hi, const char *name);
+/* Under Valgrind, at exit: the ranges are no pointers to the leak scan. */
+void ep__symtab_hide(void);
+
+#endif /* EP_DIAG_SYMTAB_H */
