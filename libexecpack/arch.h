@@ -76,9 +76,6 @@ static inline void ep__cpu_relax(void)
  *                        EP__UC_FP (the interrupted context's registers) and
  *                        EP__UC_END (the end of the registers) of a
  *                        ucontext_t (<ucontext.h>)
- *   EP__ARCH_GOT_LOAD    defined where an asm can load the address the
- *                        dynamic linker bound a symbol to from the GOT (x86-64;
- *                        used under __PIC__)
  */
 #if defined(__x86_64__)
 #define EP__ARCH_NAME "x86_64"
@@ -101,7 +98,6 @@ static inline void ep__cpu_relax(void)
 #define EP__UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RSP])
 #define EP__UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RBP])
 #define EP__UC_END(uc) ((uintptr_t)&(uc)->uc_mcontext.gregs[NGREG])
-#define EP__ARCH_GOT_LOAD(sym, out) __asm__("movq " #sym "@GOTPCREL(%%rip), %0" : "=r"(out))
 #elif defined(__aarch64__)
 #define EP__ARCH_NAME "aarch64"
 #define EP__ARCH_ELF_MACHINE 183 /* EM_AARCH64 */

@@ -9,15 +9,14 @@
  * `info symbol` name JIT frames.
  *
  * The two symbols are exported (see libexecpack.map) so that gdb finds them
- * in the library.  The protocol has no lock of its own: each JIT updates
- * the list under its own, so one list must have one writer.  When the
- * executable or a library found before this one defines the symbols too
- * (programs that embed LLVM or LuaJIT do), the dynamic linker binds the
- * exported names to that other JIT's copies, and gdb, which resolves data
- * symbols as the dynamic linker does, reads only that descriptor.  The
- * list is then the other JIT's: the library leaves it alone and does not
- * register its code with gdb (the rule in libexecpack(7)).  Its own uses go
- * through hidden aliases, which the dynamic linker never rebinds.
+ * in the library, and they are weak: there is one descriptor per process.
+ * When the program, or a library found before this one, defines them too
+ * (programs that embed LLVM or LuaJIT do; in a static link with LLVM's
+ * ORC, its strong definitions win over these weak ones), every reference
+ * here binds to that definition, as gdb's does, and the library links its
+ * entries into that list and announces them through that function.  The
+ * protocol has no lock: the library's changes are serialized with each
+ * other (diag's lock), not with the other JIT's, whose lock is its own.
  */
 #include "config.h"
 
@@ -52,35 +51,6 @@ __attribute__((visibility("default"), weak, noinline, used)) void __jit_debug_re
 void __jit_debug_register_code(void)
 {
 	__asm__ volatile("" ::: "memory"); /* GDB's breakpoint: keep the call */
-}
-
-/* The library's own copies, never interposed. */
-extern struct jit_descriptor ep__jit_descriptor
-	__attribute__((alias("__jit_debug_descriptor"), visibility("hidden")));
-extern void ep__jit_register_code(void)
-	__attribute__((alias("__jit_debug_register_code"), visibility("hidden")));
-
-/*
- * Whether the exported descriptor is another object's: its address as the
- * dynamic linker bound it (through the GOT; an asm, so that no compiler
- * assumption about interposition can fold the comparison) against our own.
- * diag's lock held.
- */
-static bool gdb_descriptor_foreign(void)
-{
-	static int foreign = -1; /* bindings do not change after load */
-
-	if (foreign < 0) {
-		const struct jit_descriptor *bound;
-
-#if defined(EP__ARCH_GOT_LOAD) && defined(__PIC__)
-		EP__ARCH_GOT_LOAD(__jit_debug_descriptor, bound);
-#else
-		bound = &__jit_debug_descriptor;
-#endif
-		foreign = bound != &ep__jit_descriptor;
-	}
-	return foreign;
 }
 
 /* A minimal ELF64 file: header, .text (NOBITS), .symtab, .strtab, .shstrtab. */
@@ -149,13 +119,13 @@ void ep__gdbjit_unregister(struct jit_code_entry **ep)
 	if (e->prev_entry)
 		e->prev_entry->next_entry = e->next_entry;
 	else
-		ep__jit_descriptor.first_entry = e->next_entry;
+		__jit_debug_descriptor.first_entry = e->next_entry;
 	if (e->next_entry)
 		e->next_entry->prev_entry = e->prev_entry;
-	ep__jit_descriptor.relevant_entry = e;
-	ep__jit_descriptor.action_flag = 2;
-	ep__jit_register_code();
-	ep__jit_descriptor.action_flag = 0;
+	__jit_debug_descriptor.relevant_entry = e;
+	__jit_debug_descriptor.action_flag = 2;
+	__jit_debug_register_code();
+	__jit_debug_descriptor.action_flag = 0;
 	free((void *)e->symfile_addr);
 	free(e);
 	*ep = NULL;
@@ -163,8 +133,6 @@ void ep__gdbjit_unregister(struct jit_code_entry **ep)
 
 void ep__gdbjit_register(struct jit_code_entry **ep, void *exec, size_t size, const char *name)
 {
-	if (gdb_descriptor_foreign())
-		return;
 	struct jit_code_entry *e = calloc(1, sizeof(*e));
 	size_t len = 0;
 	char *file = e ? gdb_symfile((uintptr_t)exec, size, name, &len) : NULL;
@@ -175,14 +143,14 @@ void ep__gdbjit_register(struct jit_code_entry **ep, void *exec, size_t size, co
 	}
 	e->symfile_addr = file;
 	e->symfile_size = len;
-	e->next_entry = ep__jit_descriptor.first_entry;
+	e->next_entry = __jit_debug_descriptor.first_entry;
 	if (e->next_entry)
 		e->next_entry->prev_entry = e;
-	ep__jit_descriptor.first_entry = e;
-	ep__jit_descriptor.relevant_entry = e;
-	ep__jit_descriptor.action_flag = 1;
-	ep__jit_register_code();
-	ep__jit_descriptor.action_flag = 0;
+	__jit_debug_descriptor.first_entry = e;
+	__jit_debug_descriptor.relevant_entry = e;
+	__jit_debug_descriptor.action_flag = 1;
+	__jit_debug_register_code();
+	__jit_debug_descriptor.action_flag = 0;
 	*ep = e;
 }
 

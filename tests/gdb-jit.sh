@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # gdb-jit.sh - JIT code and gdb (tests/gdb-jit.c):
 #   foreign: a program that defines the GDB JIT interface symbols itself
-#            (another JIT's) keeps its list as it made it: the library does
-#            not write to it (runs without gdb);
+#            (another JIT's): the library links its entries into that one
+#            list beside the program's own and announces them through the
+#            program's function, and gdb names the JIT frame from it;
 #   static:  the same program linked with libexecpack.a links (the
 #            library's definitions are weak; two strong ones were a
-#            "multiple definition" error) and keeps its list too, and the
+#            "multiple definition" error) and gets the entries too, and the
 #            program without definitions of its own, linked the same way,
 #            has its JIT frames named by gdb (bt, below);
 #   docs:    libexecpack(7) and ep_set_name(3) say to use hbreak;
@@ -50,7 +51,7 @@ fail() {
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" "$foreign"
 rc=$?
 [ $rc -eq 77 ] && exit 77
-[ $rc -eq 0 ] || fail "the library changed the program's own GDB JIT list (exit $rc)"
+[ $rc -eq 0 ] || fail "the library did not register into the program's GDB JIT list (exit $rc)"
 
 # --- static ----------------------------------------------------------------
 # Built with libtool's -static: libexecpack.a, unless configure had
@@ -62,7 +63,7 @@ else
 	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" "$static_foreign"
 	rc=$?
 	[ $rc -eq 0 ] || [ $rc -eq 77 ] ||
-		fail "linked with libexecpack.a, the library changed the program's own GDB JIT list (exit $rc)"
+		fail "linked with libexecpack.a, the library did not register into the program's GDB JIT list (exit $rc)"
 	progs="$prog $static"
 fi
 
@@ -107,6 +108,15 @@ for p in $progs; do
 	fi
 done
 
+
+# --- foreign, under gdb: the JIT frame named from the program's list ------
+out=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_odr_violation=0" \
+	gdbx -ex 'break gdb_stop_here' -ex run -ex bt -ex kill "$foreign")
+echo "$out"
+if echo "$out" | grep -q 'Breakpoint 1, .*gdb_stop_here'; then
+	echo "$out" | grep -Eq '^#1 +0x[0-9a-f]+ in foreign_jit_prog \(\)' ||
+		fail "foreign: frame #1 is not named foreign_jit_prog (the library's entry in the program's list)"
+fi
 
 # --- hbreak ----------------------------------------------------------------
 out=$(gdbx -ex 'hbreak gdb_jit_ready' -ex run -ex 'hbreak gdb_jit_prog' -ex continue \
