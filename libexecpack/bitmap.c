@@ -158,6 +158,8 @@ static uint8_t run_in(uint64_t w)
 {
 	if (w == 0)
 		return 64;
+	if (w == ~(uint64_t)0)
+		return 0; /* (a full word: most of a busy pack) */
 	/* By binary lifting: r[k] has bit p set where a run of 2^k clear bits
 	 * starts at p; then the longest length is built greedily from the
 	 * largest step down.  A fixed dozen steps, instead of a loop over the
@@ -250,7 +252,7 @@ static size_t round8(size_t n)
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 {
 	size_t words = EP__BITMAP_WORDS(nbits) ? EP__BITMAP_WORDS(nbits) : 1;
-	size_t bytes = round8(words), len = words;
+	size_t bytes = 2 * round8(words), len = words;
 	unsigned k = 0;
 
 	memset(fit, 0, sizeof(*fit));
@@ -274,12 +276,16 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 		return -1;
 	}
 	b += round8(words);
+	fit->pre = b;
+	b += round8(words);
 	for (k = 0; k <= fit->top; k++) {
 		fit->lvl[k] = b;
 		b += round8(fit->len[k]);
 	}
-	for (size_t i = 0; i < words; i++)
+	for (size_t i = 0; i < words; i++) {
 		fit->run[i] = run_in(leaf_word(fit, map, i));
+		fit->pre[i] = (uint8_t)pre_of(leaf_word(fit, map, i));
+	}
 	for (size_t i = 0; i < words; i++)
 		fit->lvl[0][i] = (uint8_t)reach_of(fit, map, i, leaf_word(fit, map, i));
 	for (k = 1; k <= fit->top; k++)
@@ -308,20 +314,24 @@ void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
 }
 
 /* Word i changed: its run, its reach and the previous word's, when a run
- * of that one may continue into it.  A previous word still to be flushed
- * is right once its own turn comes, in whichever order. */
+ * of that one may continue into it and the clear bits word i starts with
+ * are not as many as when that reach was last computed (pre[i]).  A
+ * previous word still to be flushed is right once its own turn comes, in
+ * whichever order. */
 static void leaf_update(struct ep__fit *fit, const uint64_t *map, size_t i)
 {
 	uint64_t w = leaf_word(fit, map, i);
+	uint8_t pre = (uint8_t)pre_of(w);
 
 	fit->run[i] = run_in(w);
 	put(fit, 0, i, reach_of(fit, map, i, w));
-	if (i) {
+	if (i && pre != fit->pre[i]) {
 		uint64_t prev = leaf_word(fit, map, i - 1);
 
 		if ((int64_t)prev >= 0)
 			put(fit, 0, i - 1, reach_of(fit, map, i - 1, prev));
 	}
+	fit->pre[i] = pre;
 }
 
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)

@@ -122,6 +122,7 @@ struct ep__fit {
 	size_t len[EP__FIT_LEVELS];       /* entries per level; level 0 is reach[] */
 	uint8_t *lvl[EP__FIT_LEVELS];     /* each padded with zeros to 8 bytes */
 	uint8_t *run;                     /* per word */
+	uint8_t *pre;                     /* per word: its clear bits from bit 0 */
 	uint64_t *dirty;                  /* words changed since the last flush */
 	size_t ndirty;
 	uint32_t list[EP__FIT_LIST];      /* the first dirty words */

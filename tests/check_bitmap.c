@@ -64,13 +64,6 @@ static size_t find_zero_area(const uint64_t *m, size_t nbits, size_t start, size
 	}
 }
 
-/* The tree after bits [pos, pos+n) changed, brought up to date at once. */
-static void fit_update(struct ep__fit *fit, const uint64_t *m, size_t pos, size_t n)
-{
-	ep__fit_mark(fit, pos, n);
-	ep__fit_flush(fit, m);
-}
-
 static unsigned rnd(unsigned *s)
 {
 	*s = *s * 1103515245u + 12345u;
@@ -196,34 +189,44 @@ START_TEST(test_fit_tree_vs_model)
 			unsigned kind = rnd(&seed) % 10;
 			size_t n = 1 + rnd(&seed) % (kind < 2 ? nbits : kind < 4 ? 200 : 40);
 			size_t longest = SIZE_MAX;
+
+			ep__fit_flush(&fit, map);
 			size_t got = ep__fit_find(&fit, map, n, &longest);
 
 			ck_assert_uint_eq(got, model_find(nbits, 0, n));
 			ck_assert_uint_eq(ep__fit_longest(&fit, map), model_longest(nbits));
 			if (got == nbits)
 				ck_assert_uint_eq(longest, model_longest(nbits));
-			if (rnd(&seed) % 3 && got < nbits) {
-				ep__bitmap_set(map, got, n);
-				fit_update(&fit, map, got, n);
-				for (size_t k = 0; k < n; k++)
-					model[got + k] = true;
-			} else {
-				size_t start = rnd(&seed) % nbits, len = 1 + rnd(&seed) % (rnd(&seed) % 4 ? 50 : 300);
+			/* one to three changes before the next search, flushed
+			 * together, as the pool does between two first fits */
+			for (unsigned c = 1 + rnd(&seed) % 3; c--;) {
+				if (rnd(&seed) % 3 && got < nbits) {
+					ep__bitmap_set(map, got, n);
+					ep__fit_mark(&fit, got, n);
+					for (size_t k = 0; k < n; k++)
+						model[got + k] = true;
+					got = nbits;
+					continue;
+				}
+				size_t start = rnd(&seed) % nbits,
+				       len = 1 + rnd(&seed) % (rnd(&seed) % 4 ? 50 : 300);
 
 				if (start + len > nbits)
 					len = nbits - start;
 				ep__bitmap_clear(map, start, len);
-				fit_update(&fit, map, start, len);
+				ep__fit_mark(&fit, start, len);
 				for (size_t k = 0; k < len; k++)
 					model[start + k] = false;
 			}
 		}
+		ep__fit_flush(&fit, map);
 		/* a tree built from scratch agrees with the updated one */
 		struct ep__fit fresh;
 
 		ck_assert_int_eq(ep__fit_init(&fresh, map, nbits), 0);
 		ck_assert_uint_eq(fresh.top, fit.top);
 		ck_assert_mem_eq(fresh.run, fit.run, fit.nwords);
+		ck_assert_mem_eq(fresh.pre, fit.pre, fit.nwords);
 		for (unsigned k = 0; k <= fit.top; k++)
 			ck_assert_mem_eq(fresh.lvl[k], fit.lvl[k], (fit.len[k] + 7) & ~(size_t)7);
 		ep__fit_destroy(&fresh);
