@@ -6,10 +6,13 @@
 # declaration), never written down here, so that adding a function to the
 # header without exporting it (or exporting something that is not in the
 # header) fails this test.  Checks:
-#   - every EP_API name is exported as NAME@@EXECPACK_1.0 (a function);
-#   - nothing else is exported (apart from the version node itself);
-#   - libexecpack/libexecpack.map lists exactly the header's names in its
-#     EXECPACK_1.0 node, which ends in "local: *;";
+#   - libexecpack/libexecpack.map lists exactly the header's names, each in
+#     one version node (EXECPACK_1.0, then one node per release that added
+#     names, each inheriting the one before it); EXECPACK_1.0 ends in
+#     "local: *;";
+#   - every EP_API name is exported as NAME@@NODE (a function), NODE the
+#     node that the map lists it in;
+#   - nothing else is exported (apart from the version nodes themselves);
 #   - the SONAME is libexecpack.so.0.
 # Environment: top_srcdir, top_builddir (set by make check); NM, READELF.
 set -u
@@ -19,7 +22,7 @@ builddir=${top_builddir:-.}
 header=$srcdir/include/execpack.h
 map=$srcdir/libexecpack/libexecpack.map
 lib=$builddir/libexecpack/.libs/libexecpack.so
-node=EXECPACK_1.0
+first_node=EXECPACK_1.0
 soname=libexecpack.so.0
 NM=${NM_FOR_ABI:-nm}
 READELF=${READELF:-readelf}
@@ -84,7 +87,70 @@ while read -r name; do
 	esac
 done <"$tmp/header"
 
-# --- 2. what the library exports --------------------------------------------
+# --- 2. the version script ----------------------------------------------------
+# "NODE NAME" for every name under "global:" of each node, comments
+# removed; "NODE @local-star" where a node says "local: *;"; "NODE @parent
+# PARENT" for the node a node inherits ("} PARENT;").
+sed -e 's|/\*.*\*/||g' -e 's|#.*||' "$map" | awk '
+	{ gsub(/[ \t]+/, " ") }
+	!in_node && match($0, /^ ?[A-Za-z0-9_.]+ ?\{/) {
+		node = substr($0, RSTART, RLENGTH)
+		gsub(/[ {]/, "", node)
+		in_node = 1; scope = "global"; next
+	}
+	in_node && /^ ?\}/ {
+		parent = $0
+		gsub(/[ };]/, "", parent)
+		if (parent != "") print node, "@parent", parent
+		in_node = 0; next
+	}
+	in_node && /global:/ { scope = "global"; next }
+	in_node && /local:/ { scope = "local"; if ($0 ~ /local: ?\* ?;/) print node, "@local-star"; next }
+	in_node && scope == "local" && /^ ?\* ?;/ { print node, "@local-star"; next }
+	in_node && scope == "global" && /;/ {
+		n = split($0, parts, ";")
+		for (i = 1; i <= n; i++) {
+			gsub(/ /, "", parts[i])
+			if (parts[i] != "") print node, parts[i]
+		}
+	}
+' >"$tmp/map.raw"
+
+nodes=$(awk '!seen[$1]++ { print $1 }' "$tmp/map.raw")
+[ "$(echo "$nodes" | head -n 1)" = "$first_node" ] ||
+	fail "$map: the first version node is '$(echo "$nodes" | head -n 1)', not $first_node"
+grep -qx "$first_node @local-star" "$tmp/map.raw" ||
+	fail "$map: node $first_node does not end in 'local: *;'"
+prev=""
+for n in $nodes; do
+	if [ -n "$prev" ]; then
+		grep -qx "$n @parent $prev" "$tmp/map.raw" ||
+			fail "$map: node $n does not inherit $prev ('} $prev;')"
+	fi
+	prev=$n
+done
+awk '$2 !~ /^@/' "$tmp/map.raw" | grep -vE " (${extra_exports% *}|${extra_exports#* })\$" |
+	sort -k2 >"$tmp/map.nodes"
+awk '{ print $2 }' "$tmp/map.nodes" >"$tmp/map.all"
+sort -u "$tmp/map.all" >"$tmp/map"
+if [ ! -s "$tmp/map" ]; then
+	fail "$map: no global names"
+fi
+dups=$(uniq -d "$tmp/map.all")
+[ -z "$dups" ] || fail "$map: listed twice: $dups"
+for name in $(comm -13 "$tmp/header" "$tmp/map"); do
+	fail "$map lists $name, which include/execpack.h does not declare EP_API"
+done
+for name in $(comm -23 "$tmp/header" "$tmp/map"); do
+	fail "$map does not list $name (EP_API in include/execpack.h)"
+done
+# node_of NAME: the node the map lists NAME in ($first_node if none)
+node_of() {
+	n=$(awk -v s="$1" '$2 == s { print $1; exit }' "$tmp/map.nodes")
+	echo "${n:-$first_node}"
+}
+
+# --- 3. what the library exports --------------------------------------------
 "$NM" -D --defined-only "$lib" >"$tmp/nm" 2>"$tmp/nm.err" || {
 	cat "$tmp/nm.err"
 	echo "ERROR: $NM -D failed on $lib"
@@ -94,13 +160,14 @@ done <"$tmp/header"
 if ! grep -q '@' "$tmp/nm"; then
 	"$NM" -D --defined-only --with-symbol-versions "$lib" >"$tmp/nm" 2>/dev/null
 fi
-# lines: ADDRESS TYPE NAME[@[@]VERSION]; the version node is an absolute symbol
+# lines: ADDRESS TYPE NAME[@[@]VERSION]; a version node is an absolute symbol
 awk 'NF >= 3 && !($2 == "A" && $3 ~ /^[A-Z0-9_.]+$/) { print $2, $3 }' "$tmp/nm" |
 	sort >"$tmp/exports"
 
 while read -r type sym; do
 	base=${sym%%@*}
 	case " $extra_exports " in *" $base "*) continue ;; esac
+	node=$(node_of "$base")
 	case $sym in
 	*@@"$node") ;;
 	*@*) fail "$base is exported under version '${sym#*@}', not @@$node" ;;
@@ -112,6 +179,7 @@ while read -r type sym; do
 done <"$tmp/exports"
 
 while read -r name; do
+	node=$(node_of "$name")
 	if ! grep -q " $name@@$node\$" "$tmp/exports"; then
 		fail "$name (EP_API in the header) is not exported as $name@@$node"
 		continue
@@ -123,40 +191,6 @@ while read -r name; do
 		fail "$name is a function in the header but exported with nm type '$type'" ;;
 	esac
 done <"$tmp/header"
-
-# --- 3. the version script ---------------------------------------------------
-# Names listed under "global:" of the EXECPACK_1.0 node, comments removed.
-sed -e 's|/\*.*\*/||g' -e 's|#.*||' "$map" | awk -v node="$node" '
-	{ gsub(/[ \t]+/, " ") }
-	$0 ~ "^ ?" node " ?\\{" { in_node = 1; scope = "global"; next }
-	in_node && /^ ?\}/ { in_node = 0; next }
-	in_node && /global:/ { scope = "global"; next }
-	in_node && /local:/ { scope = "local"; if ($0 ~ /local: ?\* ?;/) print "@local-star"; next }
-	in_node && scope == "local" && /^ ?\* ?;/ { print "@local-star"; next }
-	in_node && scope == "global" && /;/ {
-		n = split($0, parts, ";")
-		for (i = 1; i <= n; i++) {
-			gsub(/ /, "", parts[i])
-			if (parts[i] != "") print parts[i]
-		}
-	}
-' >"$tmp/map.raw"
-
-grep -qx '@local-star' "$tmp/map.raw" || fail "$map: node $node does not end in 'local: *;'"
-grep -vx '@local-star' "$tmp/map.raw" | grep -vxF -e "${extra_exports%% *}" -e "${extra_exports##* }" |
-	sort >"$tmp/map.all"
-sort -u "$tmp/map.all" >"$tmp/map"
-if [ ! -s "$tmp/map" ]; then
-	fail "$map: no global names in node $node"
-fi
-dups=$(uniq -d "$tmp/map.all")
-[ -z "$dups" ] || fail "$map: listed twice: $dups"
-for name in $(comm -13 "$tmp/header" "$tmp/map"); do
-	fail "$map lists $name, which include/execpack.h does not declare EP_API"
-done
-for name in $(comm -23 "$tmp/header" "$tmp/map"); do
-	fail "$map does not list $name (EP_API in include/execpack.h)"
-done
 
 # --- 4. SONAME -------------------------------------------------------------
 if command -v "$READELF" >/dev/null 2>&1; then
@@ -173,5 +207,6 @@ if [ "$failures" -ne 0 ]; then
 	sed 's/^/  /' "$tmp/exports"
 	exit 1
 fi
-echo "PASS: $(wc -l <"$tmp/header") functions exported as @@$node, nothing else; map matches; SONAME $soname"
+echo "PASS: $(wc -l <"$tmp/header") functions exported, each @@ its node of the map" \
+	"($(echo $nodes)), nothing else; SONAME $soname"
 exit 0
