@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "backend-memfd.h"
+#include "guard.h"
 #include "internal.h"
 
 #ifndef MFD_CLOEXEC
@@ -193,15 +194,30 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 			munmap(want, size);
 		return -e;
 	}
+	int rc = ep__guard_alias(kind->guards, rw, size); /* (under the key before any store) */
+
+	if (rc) {
+		ep__why(why, whylen, "%s: cannot put the alias under the protection key: %s",
+			kind->name, ep__errno_text(rc));
+		munmap(rw, size);
+		if (want)
+			munmap(want, size);
+		return rc;
+	}
 	/* fill before any executable view exists: never map unset memory exec */
-	if (fill)
+	if (fill) {
+		uint32_t w = ep__alias_open(kind->guards);
+
 		fill(rw, commit, fill_ctx);
+		ep__alias_close(kind->guards, w);
+	}
+	int xprot = ep__exec_prot(kind->guards);
 	/* (over the reservation near.c made, replacing it in one step) */
-	void *exec = mmap(want, size, commit < size ? PROT_NONE : PROT_READ | PROT_EXEC,
+	void *exec = mmap(want, size, commit < size ? PROT_NONE : xprot,
 			  MAP_SHARED | (want ? MAP_FIXED : 0), fd, 0);
 
 	if (exec != MAP_FAILED && commit < size &&
-	    mmap(exec, commit, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	    mmap(exec, commit, xprot, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
 		int e = errno;
 
 		munmap(exec, size);
@@ -230,6 +246,7 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	out->size = size;
 	out->committed = commit;
 	out->handle = -1;
+	out->guards = (unsigned char)kind->guards;
 	return 0;
 }
 
@@ -274,8 +291,11 @@ int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void 
 	unsigned char *x = (unsigned char *)r->exec + r->committed;
 	size_t len = commit - r->committed;
 
+	uint32_t w = ep__alias_open(r->guards);
+
 	fill((unsigned char *)r->rw + r->committed, len, ctx);
-	if (mprotect(x, len, PROT_READ | PROT_EXEC) < 0)
+	ep__alias_close(r->guards, w);
+	if (mprotect(x, len, ep__exec_prot(r->guards)) < 0)
 		return -errno;
 	r->committed = commit;
 	return 0;
@@ -294,7 +314,10 @@ int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t le
 		return -EINVAL;
 	/* (the caller makes the change visible to instruction fetch, once
 	 * for the whole range: heap.c's code_changed(), remote.c) */
+	uint32_t w = ep__alias_open(r->guards);
+
 	ep__copy_code((unsigned char *)r->rw + off, src, len);
+	ep__alias_close(r->guards, w);
 	return 0;
 }
 
@@ -302,7 +325,10 @@ int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill
 {
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
+	uint32_t w = ep__alias_open(r->guards);
+
 	fill((unsigned char *)r->rw + off, len, ctx);
+	ep__alias_close(r->guards, w);
 	return 0;
 }
 
@@ -326,20 +352,22 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		close(fd);
 		return -e;
 	}
+	uint32_t w = ep__alias_open(r->guards);
+
 	memcpy(tmp, r->rw, r->committed); /* (the rest is untouched: left sparse) */
+	ep__alias_close(r->guards, w);
 	munmap(tmp, r->size);
 
 	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	int rc = rw == MAP_FAILED ? -errno : ep__guard_alias(r->guards, rw, r->size);
 
-	if (rw == MAP_FAILED) {
-		int e = errno;
-
+	if (rc) {
 		close(fd);
-		return -e;
+		return rc;
 	}
 	/* the committed part and the inaccessible rest, each replaced in one
 	 * step (never a moment without code where code may be running) */
-	void *exec = mmap(r->exec, r->committed, PROT_READ | PROT_EXEC, MAP_SHARED | MAP_FIXED,
+	void *exec = mmap(r->exec, r->committed, ep__exec_prot(r->guards), MAP_SHARED | MAP_FIXED,
 			  fd, 0);
 
 	if (exec != MAP_FAILED && r->committed < r->size &&
@@ -381,8 +409,8 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 		be->kind.near = cfg->near;
 		be->kind.margin = cfg->pack_size ? cfg->pack_size : EP__DEFAULT_PACK_SIZE;
 	}
-
-	int fd = ep__memfd_open(&be->kind, be->page, why, whylen);
+	int grc = ep__guards_open(cfg, "memfd", &be->kind.guards, &be->kind.pkey_off, why, whylen);
+	int fd = grc ? grc : ep__memfd_open(&be->kind, be->page, why, whylen);
 
 	if (fd < 0) {
 		free(be);
@@ -462,6 +490,12 @@ static int memfd_privatize(struct ep__backend *be, struct ep__region *r)
 	return ep__memfd_privatize(&be->kind, r);
 }
 
+static unsigned memfd_guards(const struct ep__backend *be, const char **pkey_off)
+{
+	*pkey_off = be->kind.pkey_off;
+	return be->kind.guards;
+}
+
 const struct ep__backend_ops ep__backend_memfd = {
 	.name = "memfd",
 	.threadsafe = 1,
@@ -476,4 +510,5 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.write = memfd_write,
 	.fill = memfd_fill,
 	.privatize = memfd_privatize,
+	.guards = memfd_guards,
 };

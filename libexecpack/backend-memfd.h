@@ -18,6 +18,8 @@ struct ep__memfd_kind {
 	int commit;         /* allocate every page when the file is made (fallocate) */
 	const void *near;   /* ep_config.near: exec views within rel32 reach, or NULL */
 	size_t margin;      /* the pool's pack size, kept free of the reach (near.c) */
+	unsigned guards;    /* EP_GUARD_* of its regions (guard.h) */
+	const char *pkey_off; /* why not EP_GUARD_PKEY, or NULL */
 };
 
 /* A sized, sealed file of the kind; returns the fd or -errno (+ why).  With
