@@ -205,12 +205,8 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 		return rc;
 	}
 	/* fill before any executable view exists: never map unset memory exec */
-	if (fill) {
-		uint32_t w = ep__alias_open(kind->guards);
-
-		fill(rw, commit, fill_ctx);
-		ep__alias_close(kind->guards, w);
-	}
+	if (fill)
+		ep__alias_fill(kind->guards, fill, rw, commit, fill_ctx);
 	int xprot = ep__exec_prot(kind->guards);
 	/* (over the reservation near.c made, replacing it in one step) */
 	void *exec = mmap(want, size, commit < size ? PROT_NONE : xprot,
@@ -291,10 +287,7 @@ int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void 
 	unsigned char *x = (unsigned char *)r->exec + r->committed;
 	size_t len = commit - r->committed;
 
-	uint32_t w = ep__alias_open(r->guards);
-
-	fill((unsigned char *)r->rw + r->committed, len, ctx);
-	ep__alias_close(r->guards, w);
+	ep__alias_fill(r->guards, fill, (unsigned char *)r->rw + r->committed, len, ctx);
 	if (mprotect(x, len, ep__exec_prot(r->guards)) < 0)
 		return -errno;
 	r->committed = commit;
@@ -314,10 +307,7 @@ int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t le
 		return -EINVAL;
 	/* (the caller makes the change visible to instruction fetch, once
 	 * for the whole range: heap.c's code_changed(), remote.c) */
-	uint32_t w = ep__alias_open(r->guards);
-
-	ep__copy_code((unsigned char *)r->rw + off, src, len);
-	ep__alias_close(r->guards, w);
+	ep__alias_copy(r->guards, (unsigned char *)r->rw + off, src, len);
 	return 0;
 }
 
@@ -325,10 +315,7 @@ int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill
 {
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
-	uint32_t w = ep__alias_open(r->guards);
-
-	fill((unsigned char *)r->rw + off, len, ctx);
-	ep__alias_close(r->guards, w);
+	ep__alias_fill(r->guards, fill, (unsigned char *)r->rw + off, len, ctx);
 	return 0;
 }
 
@@ -352,10 +339,8 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		close(fd);
 		return -e;
 	}
-	uint32_t w = ep__alias_open(r->guards);
-
-	memcpy(tmp, r->rw, r->committed); /* (the rest is untouched: left sparse) */
-	ep__alias_close(r->guards, w);
+	/* (the rest is untouched: left sparse) */
+	ep__alias_copy(r->guards, tmp, r->rw, r->committed);
 	munmap(tmp, r->size);
 
 	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);

@@ -44,8 +44,67 @@ static const char *env(const char *name)
 /* ---- the protection key ---------------------------------------------------------- */
 
 #ifdef EP__HAVE_PKEY
-int ep__pkey = -1;
-__thread unsigned ep__pkey_depth __attribute__((tls_model("initial-exec")));
+/* The key, -1 until a pool allocates it; read only where a region has
+ * EP_GUARD_PKEY, which it has only once this is set. */
+static int ep__pkey = -1;
+/* Windows open in this thread (a signal handler's are closed again before
+ * it returns). */
+static __thread unsigned ep__pkey_depth __attribute__((tls_model("initial-exec")));
+
+/* RDPKRU and WRPKRU, spelled out for assemblers that do not know them */
+static inline uint32_t rdpkru(void)
+{
+	uint32_t eax, edx;
+
+	__asm__ volatile(".byte 0x0f, 0x01, 0xee" : "=a"(eax), "=d"(edx) : "c"(0));
+	(void)edx;
+	return eax;
+}
+
+/* ("memory": no access through the alias moves across it) */
+static inline void wrpkru(uint32_t pkru)
+{
+	__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(pkru), "c"(0), "d"(0) : "memory");
+}
+
+/* Open the window: allow the key in this thread only; returns what
+ * window_close() needs. */
+static inline uint32_t window_open(void)
+{
+	uint32_t was = rdpkru(), bits = 3u << (2 * (unsigned)ep__pkey);
+
+	if (was & bits)
+		wrpkru(was & ~bits);
+	ep__pkey_depth++;
+	return was;
+}
+
+/* Put back what window_open() found, the key disabled if outermost. */
+static inline void window_close(uint32_t was)
+{
+	unsigned shift = 2 * (unsigned)ep__pkey;
+	uint32_t now = was & ~(3u << shift);
+	uint32_t want = --ep__pkey_depth ? was : now | PKEY_DISABLE_ACCESS << shift;
+
+	if (want != now)
+		wrpkru(want);
+}
+
+void ep__alias_fill_keyed(ep_fill_fn fill, void *dst, size_t len, void *ctx)
+{
+	uint32_t was = window_open();
+
+	fill(dst, len, ctx);
+	window_close(was);
+}
+
+void ep__alias_copy_keyed(void *dst, const void *src, size_t len)
+{
+	uint32_t was = window_open();
+
+	ep__copy_code(dst, src, len);
+	window_close(was);
+}
 
 static pthread_once_t pkey_once = PTHREAD_ONCE_INIT;
 static char pkey_why[160]; /* why there is none; set once, in key_init() */
@@ -80,7 +139,7 @@ static void key_init(void)
 		ep__why(pkey_why, sizeof(pkey_why), "%s", no);
 		return;
 	}
-	uint32_t before = ep__rdpkru();
+	uint32_t before = rdpkru();
 	int used[16], nused = 0;
 
 	for (;;) {
@@ -121,6 +180,17 @@ static int key_get(const char **why)
 	pthread_once(&pkey_once, key_init);
 	*why = pkey_why;
 	return __atomic_load_n(&ep__pkey, __ATOMIC_ACQUIRE);
+}
+#else
+/* (never called: no region has EP_GUARD_PKEY here) */
+void ep__alias_fill_keyed(ep_fill_fn fill, void *dst, size_t len, void *ctx)
+{
+	fill(dst, len, ctx);
+}
+
+void ep__alias_copy_keyed(void *dst, const void *src, size_t len)
+{
+	ep__copy_code(dst, src, len);
 }
 #endif
 

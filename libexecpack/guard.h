@@ -5,10 +5,10 @@
  *
  * - protection keys (x86-64, EP_GUARD_PKEY): the RW alias of every region
  *   carries one key of the library's (pkey_mprotect), and every thread has
- *   that key access-disabled in its PKRU at all times, except between
- *   ep__alias_open() and ep__alias_close(), which the backends put around
- *   every access through the alias.  A store to the alias from anywhere
- *   else faults (SIGSEGV, si_code SEGV_PKUERR), whatever the thread.
+ *   that key access-disabled in its PKRU at all times, except in the
+ *   window in which the backends make every access through the alias
+ *   (ep__alias_fill(), ep__alias_copy()).  A store to the
+ *   alias from anywhere else faults (SIGSEGV, si_code SEGV_PKUERR), whatever the thread.
  * - BTI (arm64, EP_GUARD_BTI): the exec views are mapped PROT_BTI
  *   (EP_F_BTI, EXECPACK_BTI=1), so an indirect branch into them must land
  *   on a BTI landing pad.
@@ -25,15 +25,15 @@
  * the key have init_pkru's rights for it, threads made after copy a
  * disabled key from their creator.
  *
- * The window: ep__alias_open() clears the key's two bits and no other (a
+ * The window (guard.c): it clears the key's two bits and no other (a
  * caller's own keys stay as they are) and counts its depth in the thread;
- * ep__alias_close() puts back the value it found, except that the
- * outermost close disables the key whatever it found: a thread that had
+ * at its end it puts back the value it found, except that the outermost
+ * window disables the key whatever it found: a thread that had
  * allowed the key itself (WRPKRU) is covered again after its first copy.
  * A signal handler that interrupts a window runs with the key disabled,
  * and opens a window of its own if it calls the library.  Not covered: a
  * thread that allows the key itself (the WRPKRU gadget of libexecpack(7)),
- * and a fill function that never returns to its window's close.
+ * and a fill function that never returns to its window's end.
  */
 #ifndef EP_GUARD_H
 #define EP_GUARD_H
@@ -43,67 +43,38 @@
 
 #include "backend.h"
 #include "execpack.h"
+#include "internal.h"
 
 #if defined(__x86_64__)
 #define EP__HAVE_PKEY 1
-
-/* The library's protection key, -1 until a pool allocates it; read only
- * where a region has EP_GUARD_PKEY, which it has only once set. */
-extern int ep__pkey;
-extern __thread unsigned ep__pkey_depth __attribute__((tls_model("initial-exec")));
-
-/* RDPKRU and WRPKRU, spelled out for assemblers that do not know them */
-static inline uint32_t ep__rdpkru(void)
-{
-	uint32_t eax, edx;
-
-	__asm__ volatile(".byte 0x0f, 0x01, 0xee" : "=a"(eax), "=d"(edx) : "c"(0));
-	(void)edx;
-	return eax;
-}
-
-/* ("memory": no access through the alias moves across it) */
-static inline void ep__wrpkru(uint32_t pkru)
-{
-	__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(pkru), "c"(0), "d"(0) : "memory");
-}
 #endif
+
+/* The same, in a window that allows the key (guard.c; EP_GUARD_PKEY only). */
+void ep__alias_fill_keyed(ep_fill_fn fill, void *dst, size_t len, void *ctx);
+void ep__alias_copy_keyed(void *dst, const void *src, size_t len);
 
 /*
- * Allow this thread, and no other, to access an alias of guards until
- * ep__alias_close(guards, what this returned).  Nothing without
- * EP_GUARD_PKEY: one test of a byte the caller has at hand.
+ * Every access through an alias of guards goes through one of these two:
+ * fill(dst, len, ctx), or ep__copy_code(dst, src, len), with dst or src in
+ * the alias.  With EP_GUARD_PKEY they run in a window that allows the key
+ * in this thread only; without it, as they did before keys, one test more
+ * (the window, out of line, costs far more than the call the hint adds).
  */
-static inline uint32_t ep__alias_open(unsigned guards)
+static inline void ep__alias_fill(unsigned guards, ep_fill_fn fill, void *dst, size_t len,
+				  void *ctx)
 {
-#ifdef EP__HAVE_PKEY
-	if (guards & EP_GUARD_PKEY) {
-		uint32_t was = ep__rdpkru(), bits = 3u << (2 * (unsigned)ep__pkey);
-
-		if (was & bits)
-			ep__wrpkru(was & ~bits);
-		ep__pkey_depth++;
-		return was;
-	}
-#endif
-	(void)guards;
-	return 0;
+	if (__builtin_expect(guards & EP_GUARD_PKEY, 0))
+		ep__alias_fill_keyed(fill, dst, len, ctx);
+	else
+		fill(dst, len, ctx);
 }
 
-static inline void ep__alias_close(unsigned guards, uint32_t was)
+static inline void ep__alias_copy(unsigned guards, void *dst, const void *src, size_t len)
 {
-#ifdef EP__HAVE_PKEY
-	if (guards & EP_GUARD_PKEY) {
-		unsigned shift = 2 * (unsigned)ep__pkey;
-		uint32_t now = was & ~(3u << shift);
-		uint32_t want = --ep__pkey_depth ? was : now | PKEY_DISABLE_ACCESS << shift;
-
-		if (want != now)
-			ep__wrpkru(want);
-	}
-#endif
-	(void)guards;
-	(void)was;
+	if (__builtin_expect(guards & EP_GUARD_PKEY, 0))
+		ep__alias_copy_keyed(dst, src, len);
+	else
+		ep__copy_code(dst, src, len);
 }
 
 #ifndef PROT_BTI
