@@ -46,10 +46,10 @@ static const char *env(const char *name)
 #ifdef EP__HAVE_PKEY
 /* The key, -1 until a pool allocates it; read only where a region has
  * EP_GUARD_PKEY, which it has only once this is set. */
-static int ep__pkey = -1;
+static int lib_key = -1;
 /* Windows open in this thread (a signal handler's are closed again before
  * it returns). */
-static __thread unsigned ep__pkey_depth __attribute__((tls_model("initial-exec")));
+static __thread unsigned window_depth __attribute__((tls_model("initial-exec")));
 
 /* RDPKRU and WRPKRU, spelled out for assemblers that do not know them */
 static inline uint32_t rdpkru(void)
@@ -71,20 +71,21 @@ static inline void wrpkru(uint32_t pkru)
  * window_close() needs. */
 static inline uint32_t window_open(void)
 {
-	uint32_t was = rdpkru(), bits = 3u << (2 * (unsigned)ep__pkey);
+	uint32_t was = rdpkru();
+	uint32_t bits = 3u << (2 * (unsigned)__atomic_load_n(&lib_key, __ATOMIC_RELAXED));
 
 	if (was & bits)
 		wrpkru(was & ~bits);
-	ep__pkey_depth++;
+	window_depth++;
 	return was;
 }
 
 /* Put back what window_open() found, the key disabled if outermost. */
 static inline void window_close(uint32_t was)
 {
-	unsigned shift = 2 * (unsigned)ep__pkey;
+	unsigned shift = 2 * (unsigned)__atomic_load_n(&lib_key, __ATOMIC_RELAXED);
 	uint32_t now = was & ~(3u << shift);
-	uint32_t want = --ep__pkey_depth ? was : now | PKEY_DISABLE_ACCESS << shift;
+	uint32_t want = --window_depth ? was : now | PKEY_DISABLE_ACCESS << shift;
 
 	if (want != now)
 		wrpkru(want);
@@ -160,7 +161,7 @@ static void key_init(void)
 			break;
 		}
 		if (k > 0 && k < 16 && (before >> (2 * k)) & PKEY_DISABLE_ACCESS) {
-			__atomic_store_n(&ep__pkey, (int)k, __ATOMIC_RELEASE);
+			__atomic_store_n(&lib_key, (int)k, __ATOMIC_RELEASE);
 			break;
 		}
 		used[nused++] = (int)k;
@@ -179,7 +180,7 @@ static int key_get(const char **why)
 {
 	pthread_once(&pkey_once, key_init);
 	*why = pkey_why;
-	return __atomic_load_n(&ep__pkey, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&lib_key, __ATOMIC_ACQUIRE);
 }
 #else
 /* (never called: no region has EP_GUARD_PKEY here) */
@@ -199,7 +200,7 @@ int ep__guard_alias(unsigned guards, void *rw, size_t size)
 #ifdef EP__HAVE_PKEY
 	if ((guards & EP_GUARD_PKEY) &&
 	    syscall(SYS_pkey_mprotect, rw, size, (unsigned long)(PROT_READ | PROT_WRITE),
-		    (unsigned long)ep__pkey) < 0)
+		    (unsigned long)__atomic_load_n(&lib_key, __ATOMIC_RELAXED)) < 0)
 		return -errno;
 #endif
 	(void)guards;

@@ -7,8 +7,8 @@
  *   carries one key of the library's (pkey_mprotect), and every thread has
  *   that key access-disabled in its PKRU at all times, except in the
  *   window in which the backends make every access through the alias
- *   (ep__alias_fill(), ep__alias_copy()).  A store to the
- *   alias from anywhere else faults (SIGSEGV, si_code SEGV_PKUERR), whatever the thread.
+ *   (ep__alias_fill(), ep__alias_copy()).  A store to the alias from
+ *   anywhere else faults (SIGSEGV, si_code SEGV_PKUERR), in any thread.
  * - BTI (arm64, EP_GUARD_BTI): the exec views are mapped PROT_BTI
  *   (EP_F_BTI, EXECPACK_BTI=1), so an indirect branch into them must land
  *   on a BTI landing pad.
@@ -28,8 +28,8 @@
  * The window (guard.c): it clears the key's two bits and no other (a
  * caller's own keys stay as they are) and counts its depth in the thread;
  * at its end it puts back the value it found, except that the outermost
- * window disables the key whatever it found: a thread that had
- * allowed the key itself (WRPKRU) is covered again after its first copy.
+ * window disables the key whatever it found: a thread that had allowed the
+ * key itself (WRPKRU) is covered again after its first copy.
  * A signal handler that interrupts a window runs with the key disabled,
  * and opens a window of its own if it calls the library.  Not covered: a
  * thread that allows the key itself (the WRPKRU gadget of libexecpack(7)),
@@ -38,7 +38,6 @@
 #ifndef EP_GUARD_H
 #define EP_GUARD_H
 
-#include <stdint.h>
 #include <sys/mman.h>
 
 #include "backend.h"
