@@ -618,6 +618,28 @@ static int ops(int n) { return std::max(n / g_div, 1); }
  * it, execpack and execpack-nokey run the same code. */
 static bool g_pkey;
 static char g_pkey_why[256];
+static double g_wrpkru_ns = NAN; /* one WRPKRU, where the CPU has keys */
+
+/* What one WRPKRU costs here: pairs that allow and disable a key of the
+ * bench's own, timed by the clock. */
+static void time_wrpkru()
+{
+	int key = pkey_alloc(0, PKEY_DISABLE_ACCESS);
+	if (key < 0)
+		return;
+	uint32_t v, d;
+	__asm__ volatile(".byte 0x0f, 0x01, 0xee" : "=a"(v), "=d"(d) : "c"(0));
+	const uint32_t off = v & ~(3u << (2 * key)), on = off | 1u << (2 * key);
+	const int n = 1000000;
+	double t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(off), "c"(0), "d"(0) : "memory");
+		__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(on), "c"(0), "d"(0) : "memory");
+	}
+	g_wrpkru_ns = (now_ns() - t0) / (2.0 * n);
+	__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(v), "c"(0), "d"(0) : "memory");
+	pkey_free(key);
+}
 
 static void probe_pkey()
 {
@@ -634,6 +656,8 @@ static void probe_pkey()
 		std::snprintf(g_pkey_why, sizeof(g_pkey_why), "%.*s", int(std::strcspn(p + 6, ";")),
 			      p + 6);
 	ep_pool_destroy(pool);
+	if (g_pkey)
+		time_wrpkru();
 }
 
 static std::vector<Kind> peers(bool with_bump)
@@ -1965,6 +1989,9 @@ int main(int argc, char **argv)
 		    g_pkey ? "on in execpack" : "off in both here");
 	if (!g_pkey)
 		std::printf("                 (%s)\n", g_pkey_why);
+	else
+		std::printf("                 (a copy opens and closes a window: RDPKRU, 2 WRPKRU;\n"
+			    "                 one WRPKRU takes %.1f ns here)\n", g_wrpkru_ns);
 	if (have_asmjit) {
 		std::printf("  asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory "
 			    "(W^X)\n");
