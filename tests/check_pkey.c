@@ -8,7 +8,9 @@
  *             allocated it; the code is unchanged;
  *   threads   the same in a thread made after the pool, in one made before
  *             the process's first pool (the key did not exist yet: run in a
- *             new process), and in a signal handler;
+ *             new process), and in a signal handler, where the
+ *             async-signal-safe calls (ep_symbolize, ep_backtrace with
+ *             frame pointers, ep_strerror, ep_version, the fill) work;
  *   fork      the same in a fork child, before and after the child's first
  *             change gave it a private copy of the region (a new alias);
  *   calls     ep_write (staged and live), ep_finalize, ep_shrink, ep_free
@@ -363,7 +365,8 @@ START_TEST(test_thread_made_before_faults)
 END_TEST
 
 static void *sig_exec, *sig_alias;
-static volatile int sig_code, sig_sym;
+static volatile int sig_code, sig_sym, sig_bt;
+static int sig_fd = -1;
 
 static void on_usr1(int sig)
 {
@@ -380,8 +383,9 @@ static void on_usr1(int sig)
 	/* the async-signal-safe calls work with the key on */
 	sig_sym = ep_symbolize(sig_exec, name, sizeof(name), &off);
 	ep_fill_x86_int3(buf, sizeof(buf), NULL);
-	if (buf[7] != 0xcc)
+	if (buf[7] != 0xcc || !ep_strerror(-EINVAL)[0] || !ep_version()[0])
 		sig_sym = -1000;
+	sig_bt = ep_backtrace(sig_fd); /* (frame pointers: EXECPACK_BACKTRACE=fp) */
 }
 
 START_TEST(test_signal_handler_faults)
@@ -392,10 +396,15 @@ START_TEST(test_signal_handler_faults)
 	ck_assert_int_eq(ep_set_name(pool, a, "pkey_sig"), 0);
 	sig_exec = a;
 	sig_alias = alias_of(a);
+	sig_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(sig_fd, 0);
+	ck_assert_int_eq(setenv("EXECPACK_BACKTRACE", "fp", 1), 0);
 	ck_assert_ptr_ne(signal(SIGUSR1, on_usr1), SIG_ERR);
 	raise(SIGUSR1);
 	ck_assert_int_eq(sig_code, SEGV_PKUERR);
 	ck_assert_int_eq(sig_sym, 0);
+	ck_assert_int_gt(sig_bt, 0);
+	close(sig_fd);
 	ck_assert_int_eq(run(a, 64), 11);
 	ep_pool_destroy(pool);
 }
