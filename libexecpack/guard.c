@@ -108,7 +108,7 @@ void ep__alias_copy_keyed(void *dst, const void *src, size_t len)
 }
 
 static pthread_once_t pkey_once = PTHREAD_ONCE_INIT;
-static char pkey_why[160]; /* why there is none; set once, in key_init() */
+static char pkey_why[256]; /* why there is none; set once, in key_init() */
 
 /* Whether the CPU has protection keys (CPUID.7.0:ECX.PKU) and the kernel
  * turned them on (OSPKE), else why not. */
@@ -127,9 +127,10 @@ static const char *pkey_cpu(void)
 /*
  * Allocate the key, access-disabled in this thread (the kernel sets only
  * the caller's rights).  A key whose rights this thread allowed before it
- * was allocated was used by someone in this process, and threads made
- * meanwhile may still allow it: keep it out of the way (allocated) while
- * looking for another, give it back after.
+ * was allocated was used by someone in this process (or root changed the
+ * kernel's init_pkru, in /sys/kernel/debug/x86), and other threads may
+ * still allow it: keep it out of the way (allocated) while looking for
+ * another, give it back after.
  */
 static void key_init(void)
 {
@@ -142,6 +143,9 @@ static void key_init(void)
 	}
 	uint32_t before = rdpkru();
 	int used[16], nused = 0;
+	static const char allowed_before[] =
+		"every free protection key was allowed in this thread before (by this process, "
+		"or by the kernel's init_pkru): threads made earlier could store to the alias";
 
 	for (;;) {
 		long k = syscall(SYS_pkey_alloc, 0UL, (unsigned long)PKEY_DISABLE_ACCESS);
@@ -150,8 +154,7 @@ static void key_init(void)
 			int e = errno;
 
 			if (nused)
-				ep__why(pkey_why, sizeof(pkey_why), "no free protection key that this "
-					"process has not allowed before (%d tried)", nused);
+				ep__why(pkey_why, sizeof(pkey_why), "%s", allowed_before);
 			else if (e == ENOSPC)
 				ep__why(pkey_why, sizeof(pkey_why),
 					"no free protection key (pkey_alloc: all in use)");
@@ -160,14 +163,14 @@ static void key_init(void)
 					ep__errno_text(e));
 			break;
 		}
-		if (k > 0 && k < 16 && (before >> (2 * k)) & PKEY_DISABLE_ACCESS) {
+		/* (write-disabled is enough: only stores are the threat) */
+		if (k > 0 && k < 16 && (before >> (2 * k)) & 3) {
 			__atomic_store_n(&lib_key, (int)k, __ATOMIC_RELEASE);
 			break;
 		}
 		used[nused++] = (int)k;
 		if (nused == (int)(sizeof(used) / sizeof(used[0]))) {
-			ep__why(pkey_why, sizeof(pkey_why), "no protection key that this process "
-				"has not allowed before");
+			ep__why(pkey_why, sizeof(pkey_why), "%s", allowed_before);
 			break;
 		}
 	}

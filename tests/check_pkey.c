@@ -8,7 +8,8 @@
  *             allocated it; the code is unchanged;
  *   threads   the same in a thread made after the pool, in one made before
  *             the process's first pool (the key did not exist yet: run in a
- *             new process), and in a signal handler, where the
+ *             new process; also where that thread allows a key index the
+ *             process used and freed before), and in a signal handler, where the
  *             async-signal-safe calls (ep_symbolize, ep_backtrace with
  *             frame pointers, ep_strerror, ep_version, the fill) work;
  *   fork      the same in a fork child, before and after the child's first
@@ -318,15 +319,30 @@ static void *before_main(void *arg)
 	return NULL;
 }
 
-static int thread_before(void)
+/*
+ * The same with a key index that this process used before: main allows a
+ * key of its own, makes the thread (which copies that PKRU) and frees the
+ * key, then makes the first pool.  The library must not take that index,
+ * which the thread still allows.
+ */
+static int thread_before(bool reused)
 {
 	pthread_t t;
 	uint32_t pkru0 = rdpkru();
+	int used = -1;
+
+	if (reused) {
+		used = pkey_alloc(0, 0);
+		if (used <= 0)
+			return 5;
+	}
 
 	pthread_barrier_init(&before_go, NULL, 2);
 	pthread_barrier_init(&before_done, NULL, 2);
 	if (pthread_create(&t, NULL, before_main, NULL))
 		return 2;
+	if (reused && pkey_free(used))
+		return 6;
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
 	struct ep_pool *pool = NULL;
 	struct ep_image img;
@@ -340,8 +356,9 @@ static int thread_before(void)
 	pthread_barrier_wait(&before_go);
 	pthread_barrier_wait(&before_done);
 	pthread_join(t, NULL);
-	printf("thread-before: PKRU at start %#x, after the pool %#x; the older thread's store: "
-	       "si_code %d\n", pkru0, rdpkru(), before_code);
+	printf("thread-before%s: PKRU at start %#x, after the pool %#x; the older thread's store: "
+	       "si_code %d\n", reused ? " (a key used and freed before)" : "", pkru0, rdpkru(),
+	       before_code);
 	ep_pool_destroy(pool);
 	return before_code == SEGV_PKUERR ? 0 : 1;
 }
@@ -352,7 +369,8 @@ START_TEST(test_thread_made_before_faults)
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		execl("/proc/self/exe", "check_pkey", "thread-before", (char *)NULL);
+		execl("/proc/self/exe", "check_pkey", _i ? "thread-before-reused" : "thread-before",
+		      (char *)NULL);
 		_exit(3);
 	}
 	int st;
@@ -649,7 +667,7 @@ static Suite *pkey_suite(void)
 	tcase_add_test(tc, test_guards_reported);
 	tcase_add_test(tc, test_owner_faults);
 	tcase_add_test(tc, test_other_thread_faults);
-	tcase_add_test(tc, test_thread_made_before_faults);
+	tcase_add_loop_test(tc, test_thread_made_before_faults, 0, 2);
 	tcase_add_test(tc, test_signal_handler_faults);
 	tcase_add_test(tc, test_fork_child_faults);
 	tcase_add_test(tc, test_calls_memfd);
@@ -665,7 +683,9 @@ static Suite *pkey_suite(void)
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "thread-before"))
-		return thread_before();
+		return thread_before(false);
+	if (argc > 1 && !strcmp(argv[1], "thread-before-reused"))
+		return thread_before(true);
 
 	const char *env = getenv("EXECPACK_PKEY");
 
