@@ -312,11 +312,19 @@ static int anon_pair(const struct ep__memfd_kind *kind, void *want, size_t size,
 		e = errno;
 		goto fail;
 	}
+	/* under the key before any store (src, after fork(), is the old alias:
+	 * read in the same window) */
+	int rc = ep__guard_alias(kind->guards, rw, size);
+
+	if (rc) {
+		e = -rc;
+		goto fail;
+	}
 	if (src)
-		memcpy(rw, src, commit);
+		ep__alias_copy(kind->guards, rw, src, commit);
 	else if (fill)
-		fill(rw, commit, fill_ctx);
-	if (commit && mprotect(exec, commit, PROT_READ | PROT_EXEC) < 0) {
+		ep__alias_fill(kind->guards, fill, rw, commit, fill_ctx);
+	if (commit && mprotect(exec, commit, ep__exec_prot(kind->guards)) < 0) {
 		e = errno;
 		goto fail;
 	}
