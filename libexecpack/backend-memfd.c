@@ -603,6 +603,21 @@ int ep__memfd_debug_wanted(void)
 #define PM_SWAPPED ((uint64_t)1 << 62)
 #define PM_FILE ((uint64_t)1 << 61)
 
+struct debug_put {
+	int mem;
+	off_t at;
+	bool done;
+};
+
+/* pwrite() reads its buffer, the alias, with the thread's rights (PKRU):
+ * it runs in the key's window, as a fill that only reads */
+static void debug_put(void *alias, size_t len, void *ctx)
+{
+	struct debug_put *p = ctx;
+
+	p->done = pwrite(p->mem, alias, len, p->at) == (ssize_t)len;
+}
+
 /* After a store through the alias to [off, off+len) of a debug region:
  * the same bytes into the pages of the exec view that are copies. */
 static void debug_sync(struct ep__region *r, size_t off, size_t len)
@@ -632,12 +647,16 @@ static void debug_sync(struct ep__region *r, size_t off, size_t len)
 
 		if (mem < 0)
 			mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-		if (mem >= 0 && pwrite(mem, (unsigned char *)r->rw + a, b - a, (off_t)(x + a)) ==
-					(ssize_t)(b - a))
-			continue;
+		if (mem >= 0) {
+			struct debug_put put = { .mem = mem, .at = (off_t)(x + a) };
+
+			ep__alias_fill(r->guards, debug_put, (unsigned char *)r->rw + a, b - a, &put);
+			if (put.done)
+				continue;
+		}
 		/* refused: the file's page again (read+exec: committed code) */
 		if (r->handle < 0 ||
-		    mmap((void *)(x + p * pg), pg, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED,
+		    mmap((void *)(x + p * pg), pg, ep__exec_prot(r->guards), MAP_PRIVATE | MAP_FIXED,
 			 r->handle, (off_t)(p * pg)) == MAP_FAILED) {
 			/* nothing more to try: the process's copy stays stale */
 		}
@@ -860,4 +879,5 @@ const struct ep__backend_ops ep__backend_memfd_debug = {
 	.write = memfd_debug_write,
 	.fill = memfd_debug_fill,
 	.privatize = memfd_privatize,
+	.guards = memfd_guards,
 };
