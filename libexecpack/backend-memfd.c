@@ -529,12 +529,14 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		return fd;
 
 	void *tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* (a writable view of code like the alias, and so under the key too) */
+	int krc = tmp == MAP_FAILED ? -errno : ep__guard_alias(r->guards, tmp, r->size);
 
-	if (tmp == MAP_FAILED) {
-		int e = errno;
-
+	if (krc) {
+		if (tmp != MAP_FAILED)
+			munmap(tmp, r->size);
 		close(fd);
-		return -e;
+		return krc;
 	}
 	/* (the rest is untouched: left sparse) */
 	ep__alias_copy(r->guards, tmp, r->rw, r->committed);
