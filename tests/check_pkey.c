@@ -14,6 +14,11 @@
  *             frame pointers, ep_strerror, ep_version, the fill) work;
  *   fork      the same in a fork child, before and after the child's first
  *             change gave it a private copy of the region (a new alias);
+ *   paths     every way the memfd backend makes an alias is keyed: anonymous
+ *             shared memory (the default), a memfd (under PR_SET_MDWE) and
+ *             EXECPACK_DEBUG=1's private views, whose copy of a page a
+ *             debugger wrote to is kept up to date through the alias; each
+ *             also in a fork child after its private copy;
  *   calls     ep_write (staged and live), ep_finalize, ep_shrink, ep_free
  *             (own and from another thread), a large allocation and a
  *             growing pack work with the key on, and each alias faults;
@@ -43,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +68,12 @@
 #if __has_feature(thread_sanitizer)
 #define TSAN 1
 #endif
+#endif
+#ifndef PR_SET_MDWE
+#define PR_SET_MDWE 65
+#endif
+#ifndef PR_MDWE_REFUSE_EXEC_GAIN
+#define PR_MDWE_REFUSE_EXEC_GAIN (1UL << 0)
 #endif
 #ifndef PKEY_DISABLE_ACCESS
 #define PKEY_DISABLE_ACCESS 0x1
@@ -132,6 +144,26 @@ static void *find_alias(const void *exec)
 			got = m.lo + (foff - m.off);
 	fclose(f);
 	return (void *)got;
+}
+
+/* Whether the maps line of the mapping holding p names name. */
+static bool mapping_names(const void *p, const char *name)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	bool got = false;
+
+	if (!f)
+		return false;
+	while (!got && fgets(line, sizeof(line), f)) {
+		uintptr_t lo, hi;
+
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && (uintptr_t)p >= lo &&
+		    (uintptr_t)p < hi)
+			got = strstr(line, name) != NULL;
+	}
+	fclose(f);
+	return got;
 }
 
 static void *alias_of(const void *exec)
@@ -213,6 +245,17 @@ static void *jit(struct ep_pool *pool, size_t len, uint32_t imm)
 	ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
 	ck_assert_uint_eq((uint32_t)tu_as_fn(tu_ret_at(img.exec, len))(), imm);
 	return img.exec;
+}
+
+/* jit() without ck_assert, for children: 64 bytes returning imm */
+static void *jit_or_null(struct ep_pool *pool, uint32_t imm)
+{
+	struct ep_image img;
+
+	if (ep_alloc(pool, 64, &img))
+		return NULL;
+	tu_emit_sized(img.rw, 64, imm);
+	return ep_finalize(pool, img.exec) ? NULL : img.exec;
 }
 
 static int run(void *exec, size_t len)
@@ -479,6 +522,118 @@ START_TEST(test_fork_child_faults)
 }
 END_TEST
 
+/* (how gdb writes a breakpoint) */
+static int mem_write(void *at, const void *src, size_t len)
+{
+	int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? pwrite(fd, src, len, (off_t)(uintptr_t)at) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)len ? 0 : -1;
+}
+
+enum path { PATH_ANON, PATH_MEMFD_MDWE, PATH_DEBUG, NPATHS };
+
+/* In a child of its own (MDWE cannot be undone): a pool made the path's
+ * way, its alias the path's kind and keyed; the calls work, a fork child's
+ * private copy is keyed too.  0 if so, else the step that failed. */
+static int path_checks(enum path path)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+	struct ep_pool *pool;
+
+	if (path == PATH_MEMFD_MDWE && prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0L, 0L, 0L))
+		return 77;
+	if (path == PATH_DEBUG)
+		setenv("EXECPACK_DEBUG", "1", 1);
+	int rc = ep_pool_create(&cfg, &pool);
+
+	unsetenv("EXECPACK_DEBUG");
+	if (rc)
+		return 20;
+	if (!(ep_pool_guards(pool, NULL, 0) & EP_GUARD_PKEY))
+		return 21;
+	struct ep_image img;
+
+	if (ep_alloc(pool, 64, &img))
+		return 22;
+	tu_emit_sized(img.rw, 64, 81);
+	if (ep_finalize(pool, img.exec) || run(img.exec, 64) != 81)
+		return 23;
+	void *a = img.exec, *alias = find_alias(a);
+
+	if (!alias)
+		return 24;
+	/* the path taken, seen from /proc/self/maps */
+	if (!mapping_names(alias, path == PATH_ANON ? "/dev/zero (deleted)" : "/memfd:execpack"))
+		return 25;
+	if (probe(alias, true, 0x90, NULL) != SEGV_PKUERR ||
+	    probe(alias, false, 0, NULL) != SEGV_PKUERR)
+		return 26;
+	if (path == PATH_DEBUG) {
+		/* a debugger's byte in a's page, then code written into that
+		 * page: both in the exec view's copy (the alias read in the
+		 * key's window) */
+		unsigned char bp = 0xa5, orig = *(volatile unsigned char *)a;
+
+		if (mem_write(a, &bp, 1))
+			return 77; /* proc_mem.force_override */
+		if (ep_alloc(pool, 64, &img))
+			return 27;
+		tu_emit_sized(img.rw, 64, 82);
+		if (ep_finalize(pool, img.exec) ||
+		    ((uintptr_t)a ^ (uintptr_t)img.exec) >= (uintptr_t)tu_page())
+			return 28;
+		if (run(img.exec, 64) != 82 || *(volatile unsigned char *)a != bp)
+			return 29;
+		if (mem_write(a, &orig, 1) || run(a, 64) != 81 || ep_free(pool, img.exec) ||
+		    !tu_is_trap(img.exec, 64))
+			return 30;
+	}
+	void *b = jit_or_null(pool, 83);
+
+	if (!b)
+		return 31;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return 32;
+	if (pid == 0)
+		_exit(child_checks(pool, a, b));
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return 33;
+	if (WEXITSTATUS(st))
+		return WEXITSTATUS(st);
+	if (run(a, 64) != 81 || probe(find_alias(a), true, 0x90, NULL) != SEGV_PKUERR)
+		return 34;
+	ep_pool_destroy(pool);
+	return 0;
+}
+
+START_TEST(test_paths)
+{
+	static const char *const names[NPATHS] = { "anonymous shared memory", "memfd (PR_SET_MDWE)",
+						   "EXECPACK_DEBUG=1" };
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(path_checks((enum path)_i));
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st), "%s: child status %#x", names[_i], st);
+	if (WEXITSTATUS(st) == 77) {
+		printf("check_pkey: %s not tested here\n", names[_i]);
+		return;
+	}
+	ck_assert_msg(WEXITSTATUS(st) == 0, "%s: step %d failed", names[_i], WEXITSTATUS(st));
+}
+END_TEST
+
 struct freer {
 	struct ep_pool *pool;
 	void *exec;
@@ -670,6 +825,7 @@ static Suite *pkey_suite(void)
 	tcase_add_loop_test(tc, test_thread_made_before_faults, 0, 2);
 	tcase_add_test(tc, test_signal_handler_faults);
 	tcase_add_test(tc, test_fork_child_faults);
+	tcase_add_loop_test(tc, test_paths, 0, NPATHS);
 	tcase_add_test(tc, test_calls_memfd);
 	tcase_add_test(tc, test_calls_hugetlb);
 	tcase_add_test(tc, test_pkru_kept);
