@@ -3,10 +3,10 @@
  * bitmap.c - first-fit search over a pack's chunk bitmap.
  *
  * Word-at-a-time bit operations with count-trailing-zeros, and a summary
- * tree over the map (struct ep__fit, below), a secondary index that finds
- * the first run of n clear bits in O(log nbits) however fragmented the
- * pack is: the pool searches with it rather than scanning the words (a
- * 2 MiB pack has 32768 chunks, 512 words).
+ * over the map (struct ep__fit, below), a secondary index that finds the
+ * first run of n clear bits in a few word operations however fragmented
+ * the pack is: the pool searches with it rather than scanning the words
+ * (a 2 MiB pack has 32768 chunks, 512 words).
  */
 #include "bitmap.h"
 
@@ -97,9 +97,6 @@ void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n)
 #include <stdlib.h>
 #include <string.h>
 
-#define ONES8 ((uint64_t)0x0101010101010101)
-#define HIGH8 ((uint64_t)0x8080808080808080)
-
 /* Bits of word i, with bits past nbits as used. */
 static inline uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t i)
 {
@@ -121,43 +118,13 @@ static inline size_t suf_of(uint64_t w)
 	return w ? (size_t)__builtin_clzll(w) : 64;
 }
 
-/* Eight summary bytes as one word, the lowest address in the lowest byte. */
-static inline uint64_t load8(const uint8_t *p)
-{
-	uint64_t x;
-
-	memcpy(&x, p, sizeof(x));
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	x = __builtin_bswap64(x);
-#endif
-	return x;
-}
-
-/* Bit 7 of each byte of x that is >= n.  Bytes and n are at most 64, so
- * (byte | 0x80) - n never borrows from the next byte. */
-static inline uint64_t bytes_ge(uint64_t x, size_t n)
-{
-	return ((x | HIGH8) - ONES8 * n) & HIGH8;
-}
-
-/* The largest byte of x (bytes at most 64), by halving without branches. */
-static inline uint8_t bytes_max(uint64_t x)
-{
-#pragma GCC unroll 3
-	for (unsigned sh = 32; sh >= 8; sh /= 2) {
-		uint64_t y = x >> sh;
-		uint64_t keep = ((((x | HIGH8) - y) & HIGH8) >> 7) * 0xff; /* x >= y */
-
-		x = (x & keep) | (y & ~keep);
-	}
-	return (uint8_t)x;
-}
-
 /* Longest run of clear bits in w. */
 static uint8_t run_in(uint64_t w)
 {
 	if (w == 0)
 		return 64;
+	if (w == ~(uint64_t)0)
+		return 0; /* (a full word: most of a busy pack) */
 	/* By binary lifting: r[k] has bit p set where a run of 2^k clear bits
 	 * starts at p; then the longest length is built greedily from the
 	 * largest step down.  A fixed dozen steps, instead of a loop over the
@@ -182,50 +149,6 @@ static uint8_t run_in(uint64_t w)
 	return (uint8_t)len;
 }
 
-static inline void store8(uint8_t *p, uint64_t x)
-{
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	x = __builtin_bswap64(x);
-#endif
-	memcpy(p, &x, sizeof(x));
-}
-
-/* Entry i of level k becomes v, and the levels above follow.  Whole groups
- * are read and written, never single bytes: a byte store followed by a
- * load of its group would stall store-to-load forwarding. */
-static void put(struct ep__fit *fit, unsigned k, size_t i, size_t v)
-{
-	uint8_t *g = fit->lvl[k] + (i & ~(size_t)7);
-	uint64_t x = load8(g);
-
-	for (;;) {
-		unsigned sh = 8 * (unsigned)(i % 8);
-		size_t old = (x >> sh) & 0xff;
-
-		if (old == v)
-			return; /* the levels above depend on nothing else */
-		x = (x & ~((uint64_t)0xff << sh)) | ((uint64_t)v << sh);
-		store8(g, x);
-		if (k == fit->top)
-			return;
-		i /= 8;
-		k++;
-		g = fit->lvl[k] + (i & ~(size_t)7);
-		uint64_t up = load8(g);
-		size_t max = (up >> (8 * (i % 8))) & 0xff; /* the group's, so far */
-
-		/* The group's maximum is v if v reaches it, stays if the entry
-		 * that changed was below it; only a drop of the entry that held
-		 * it needs the group's bytes compared. */
-		if (v < max) {
-			if (old < max)
-				return;
-			v = bytes_max(x);
-		}
-		x = up;
-	}
-}
-
 /* reach[i]: the longest run starting in word i (w) and ending in it or in
  * the next word, at most 64.  With the word's top bit set no run goes on
  * into the next word, and reach is the word's own run. */
@@ -239,62 +162,68 @@ static size_t reach_of(const struct ep__fit *fit, const uint64_t *map, size_t i,
 		if (c > r)
 			r = c;
 	}
-	return r > 64 ? 64 : r;
+	return r > EP__FIT_MAX ? EP__FIT_MAX : r;
 }
 
-static size_t round8(size_t n)
+/* reach[i] becomes b: bit i set in ge(a+1..b), or cleared in ge(b+1..a). */
+static void set_reach(struct ep__fit *fit, size_t i, size_t b)
 {
-	return (n + 7) & ~(size_t)7;
+	size_t a = fit->reach[i], gw = fit->gw, sw = fit->sw;
+
+	if (a == b)
+		return;
+	fit->reach[i] = (uint8_t)b;
+	uint64_t bit = (uint64_t)1 << (i % 64), sbit = (uint64_t)1 << (i / 64 % 64);
+	uint64_t *g = fit->ge + i / 64, *sum = fit->ge_sum + i / 64 / 64;
+
+	if (b > a) {
+		for (size_t t = a; t < b; t++) {
+			g[t * gw] |= bit;
+			sum[t * sw] |= sbit;
+		}
+		return;
+	}
+	for (size_t t = b; t < a; t++)
+		if (!(g[t * gw] &= ~bit))
+			sum[t * sw] &= ~sbit;
 }
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 {
 	size_t words = EP__BITMAP_WORDS(nbits) ? EP__BITMAP_WORDS(nbits) : 1;
-	size_t bytes = round8(words), len = words;
-	unsigned k = 0;
+	size_t gw = EP__BITMAP_WORDS(words), sw = EP__BITMAP_WORDS(gw);
+	size_t bwords = (size_t)EP__FIT_MAX * (gw + sw) + gw;
+	size_t bytes = bwords * sizeof(uint64_t) + 3 * words;
 
 	memset(fit, 0, sizeof(*fit));
 	fit->nbits = nbits;
 	fit->nwords = words;
-	for (;;) {
-		fit->len[k] = len;
-		bytes += round8(len);
-		if (len <= 8 || k + 1 == EP__FIT_LEVELS)
-			break;
-		len = (len + 7) / 8;
-		k++;
-	}
-	fit->top = k;
-	uint8_t *b = calloc(1, bytes);
-
-	fit->run = b;
-	fit->dirty = calloc(EP__BITMAP_WORDS(words), sizeof(uint64_t));
-	if (!b || !fit->dirty) {
-		ep__fit_destroy(fit);
+	fit->gw = gw;
+	fit->sw = sw;
+	/* one block: ge, ge_sum, dirty, then the bytes per word */
+	fit->ge = calloc(1, bytes);
+	if (!fit->ge)
 		return -1;
-	}
-	b += round8(words);
-	for (k = 0; k <= fit->top; k++) {
-		fit->lvl[k] = b;
-		b += round8(fit->len[k]);
+	fit->ge_sum = fit->ge + EP__FIT_MAX * gw;
+	fit->dirty = fit->ge_sum + EP__FIT_MAX * sw;
+	fit->run = (uint8_t *)(fit->dirty + gw);
+	fit->pre = fit->run + words;
+	fit->reach = fit->pre + words;
+	for (size_t i = 0; i < words; i++) {
+		uint64_t w = leaf_word(fit, map, i);
+
+		fit->run[i] = run_in(w);
+		fit->pre[i] = (uint8_t)pre_of(w);
 	}
 	for (size_t i = 0; i < words; i++)
-		fit->run[i] = run_in(leaf_word(fit, map, i));
-	for (size_t i = 0; i < words; i++)
-		fit->lvl[0][i] = (uint8_t)reach_of(fit, map, i, leaf_word(fit, map, i));
-	for (k = 1; k <= fit->top; k++)
-		for (size_t g = 0; g < fit->len[k]; g++)
-			fit->lvl[k][g] = bytes_max(load8(fit->lvl[k - 1] + 8 * g));
+		set_reach(fit, i, reach_of(fit, map, i, leaf_word(fit, map, i)));
 	return 0;
 }
 
 void ep__fit_destroy(struct ep__fit *fit)
 {
-	free(fit->run);
-	free(fit->dirty);
-	fit->run = NULL;
-	fit->dirty = NULL;
-	memset(fit->lvl, 0, sizeof(fit->lvl));
+	free(fit->ge);
+	memset(fit, 0, sizeof(*fit));
 }
 
 void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
@@ -308,20 +237,24 @@ void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
 }
 
 /* Word i changed: its run, its reach and the previous word's, when a run
- * of that one may continue into it.  A previous word still to be flushed
- * is right once its own turn comes, in whichever order. */
+ * of that one may continue into it and the clear bits word i starts with
+ * are not as many as when that reach was last computed (pre[i]).  A
+ * previous word still to be flushed is right once its own turn comes, in
+ * whichever order. */
 static void leaf_update(struct ep__fit *fit, const uint64_t *map, size_t i)
 {
 	uint64_t w = leaf_word(fit, map, i);
+	uint8_t pre = (uint8_t)pre_of(w);
 
 	fit->run[i] = run_in(w);
-	put(fit, 0, i, reach_of(fit, map, i, w));
-	if (i) {
+	set_reach(fit, i, reach_of(fit, map, i, w));
+	if (i && pre != fit->pre[i]) {
 		uint64_t prev = leaf_word(fit, map, i - 1);
 
 		if ((int64_t)prev >= 0)
-			put(fit, 0, i - 1, reach_of(fit, map, i - 1, prev));
+			set_reach(fit, i - 1, reach_of(fit, map, i - 1, prev));
 	}
+	fit->pre[i] = pre;
 }
 
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
@@ -336,9 +269,7 @@ void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
 		fit->ndirty = 0;
 		return;
 	}
-	const size_t words = EP__BITMAP_WORDS(fit->nwords);
-
-	for (size_t dw = 0; dw < words; dw++) {
+	for (size_t dw = 0; dw < fit->gw; dw++) {
 		uint64_t d = fit->dirty[dw];
 
 		fit->dirty[dw] = 0;
@@ -349,34 +280,30 @@ void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
 }
 
 /* The lowest word i >= from whose reach is at least n (1 <= n <= 64), or
- * nwords: up through the levels until a group holds one, then down. */
+ * nwords: in ge(n), then in its summary past that word. */
 static size_t first_reach(const struct ep__fit *fit, size_t from, size_t n)
 {
-	unsigned k = 0;
-	size_t i = from;
-	uint64_t ge;
+	const uint64_t *g = fit->ge + (n - 1) * fit->gw, *sum = fit->ge_sum + (n - 1) * fit->sw;
 
-	if (from == 0)
-		k = fit->top; /* (the whole map: start at the top) */
-	for (;;) {
-		if (i >= fit->len[k])
+	if (from >= fit->nwords)
+		return fit->nwords;
+	size_t w = from / 64;
+	uint64_t x = g[w] & (~(uint64_t)0 << (from % 64));
+
+	if (x)
+		return w * 64 + (size_t)__builtin_ctzll(x);
+	if (++w >= fit->gw)
+		return fit->nwords;
+	size_t s = w / 64;
+	uint64_t y = sum[s] & (~(uint64_t)0 << (w % 64));
+
+	while (!y) {
+		if (++s >= fit->sw)
 			return fit->nwords;
-		ge = bytes_ge(load8(fit->lvl[k] + (i & ~(size_t)7)), n) &
-		     (~(uint64_t)0 << (8 * (i % 8)));
-		if (ge)
-			break;
-		if (k == fit->top)
-			return fit->nwords;
-		i = i / 8 + 1;
-		k++;
+		y = sum[s];
 	}
-	i = (i & ~(size_t)7) + (size_t)__builtin_ctzll(ge) / 8;
-	while (k--) {
-		/* (the group's maximum is at least n: a byte of it is) */
-		ge = bytes_ge(load8(fit->lvl[k] + 8 * i), n);
-		i = 8 * i + (size_t)__builtin_ctzll(ge) / 8;
-	}
-	return i;
+	w = s * 64 + (size_t)__builtin_ctzll(y);
+	return w * 64 + (size_t)__builtin_ctzll(g[w]);
 }
 
 /* Lowest p with bits p..p+n-1 of w all clear (1 <= n <= 64), or 64: shift
@@ -403,7 +330,7 @@ static inline size_t word_find_zeros(uint64_t w, size_t n)
 static size_t find_long(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *best)
 {
 	*best = 0;
-	for (size_t i = 0; (i = first_reach(fit, i, 64)) < fit->nwords;) {
+	for (size_t i = 0; (i = first_reach(fit, i, EP__FIT_MAX)) < fit->nwords;) {
 		size_t s = i * 64 + 64 - suf_of(leaf_word(fit, map, i));
 		size_t e = ep__bitmap_next_set(map, fit->nbits, s);
 
@@ -416,17 +343,39 @@ static size_t find_long(const struct ep__fit *fit, const uint64_t *map, size_t n
 	return fit->nbits;
 }
 
-/* The largest reach of all, at most 64. */
+/* Whether some word's reach is at least n. */
+static bool any_reach(const struct ep__fit *fit, size_t n)
+{
+	const uint64_t *sum = fit->ge_sum + (n - 1) * fit->sw;
+
+	for (size_t s = 0; s < fit->sw; s++)
+		if (sum[s])
+			return true;
+	return false;
+}
+
+/* The largest reach of all, at most 64: ge(n) shrinks as n grows, so by
+ * bisection. */
 static size_t top_max(const struct ep__fit *fit)
 {
-	return bytes_max(load8(fit->lvl[fit->top]));
+	size_t lo = 0, hi = EP__FIT_MAX; /* any_reach(lo) (or lo == 0), !any_reach(hi + 1) */
+
+	while (lo < hi) {
+		size_t mid = (lo + hi + 1) / 2;
+
+		if (any_reach(fit, mid))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
 }
 
 size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map)
 {
 	size_t top = top_max(fit), best;
 
-	if (top < 64)
+	if (top < EP__FIT_MAX)
 		return top; /* exact: a longer run would have a reach of 64 */
 	find_long(fit, map, SIZE_MAX, &best);
 	return best;
@@ -434,7 +383,7 @@ size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map)
 
 size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest)
 {
-	if (n >= 1 && n <= 64 && n <= fit->nbits) {
+	if (n >= 1 && n <= EP__FIT_MAX && n <= fit->nbits) {
 		size_t i = first_reach(fit, 0, n);
 
 		if (i < fit->nwords) {
@@ -449,7 +398,7 @@ size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, si
 			*longest = top_max(fit); /* (below n, so exact) */
 		return fit->nbits;
 	}
-	if (n > 64 && n <= fit->nbits) {
+	if (n > EP__FIT_MAX && n <= fit->nbits) {
 		size_t best, at = find_long(fit, map, n, &best);
 
 		if (at == fit->nbits && longest)

@@ -98,18 +98,20 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
 
 /*
  * A summary over a bitmap that finds the lowest run of n clear bits in a
- * few word operations, however fragmented the map is.  Per 64-bit word i it
- * keeps run[i], the longest clear run inside the word, and reach[i], the
- * longest clear run that starts in word i and ends in it or the next one,
- * capped at 64: the lowest word with reach >= n holds the first fit of any
- * n <= 64.  Levels of byte maxima over groups of eight (fanout 8: a 2 MiB
- * pack's 512 words take three levels, 584 bytes) find that word with one
- * SWAR compare per level.  A run longer than 64 starts where reach is 64,
- * so those words are the only candidates for a larger request.  After
- * changing bits [pos, pos+n) of the map, call ep__fit_mark() for that
- * range, and ep__fit_flush() before a search.
+ * few word operations, however fragmented the map is.  Per 64-bit word i
+ * it keeps run[i], the longest clear run inside the word, and reach[i],
+ * the longest clear run that starts in word i and ends in it or the next
+ * one, capped at 64: the lowest word with reach >= n holds the first fit
+ * of any n <= 64.  That word is found in one bitmap per n: bit i of
+ * ge(n) is set while reach[i] >= n, and a bit per word of ge(n) says
+ * which of its words are not zero, so a search is two or three
+ * count-trailing-zeros, and a change of reach[i] from a to b flips bit i
+ * in the |a - b| bitmaps between.  A run longer than 64 starts where
+ * reach is 64, so those words are the only candidates for a larger
+ * request.  After changing bits [pos, pos+n) of the map, call
+ * ep__fit_mark() for that range, and ep__fit_flush() before a search.
  */
-#define EP__FIT_LEVELS 12 /* 8^12 words: far beyond any pack */
+#define EP__FIT_MAX 64 /* reach is capped here: one bitmap per n in 1..64 */
 
 /* Dirty leaves listed for the flush (most changes touch one or two words;
  * beyond this many, the flush scans the dirty bitmap). */
@@ -118,10 +120,12 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
 struct ep__fit {
 	size_t nbits;
 	size_t nwords;
-	unsigned top;                     /* index of the last level (<= 8 bytes) */
-	size_t len[EP__FIT_LEVELS];       /* entries per level; level 0 is reach[] */
-	uint8_t *lvl[EP__FIT_LEVELS];     /* each padded with zeros to 8 bytes */
+	size_t gw, sw;                    /* words of one ge(n), of its summary */
+	uint64_t *ge;                     /* ge(n) at ge + (n - 1) * gw */
+	uint64_t *ge_sum;                 /* its nonzero words at ge_sum + (n - 1) * sw */
 	uint8_t *run;                     /* per word */
+	uint8_t *pre;                     /* per word: its clear bits from bit 0 */
+	uint8_t *reach;                   /* per word */
 	uint64_t *dirty;                  /* words changed since the last flush */
 	size_t ndirty;
 	uint32_t list[EP__FIT_LIST];      /* the first dirty words */

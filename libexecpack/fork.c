@@ -21,7 +21,8 @@
  * keeps too (a thread holding one only ever takes those after it):
  *   g_roots_lock -> each pool's heaps_lock -> ep__thread_key_lock ->
  *   ep__thread_spare_lock -> g_pools_lock -> each heap's lock (and its
- *   remote-free gate) -> diag's lock (jitdump's writes hold it too).
+ *   remote-free gate) -> ep__meta_lock -> diag's lock (jitdump's writes
+ *   hold it too).
  * The handlers take them all in that order and release them in the parent
  * and the child; a child that ran no handler resets exactly the same set,
  * once (the first of its threads to call does, the others wait for it).
@@ -38,6 +39,7 @@
 #include "fork.h"
 #include "heap.h"
 #include "lock.h"
+#include "meta.h"
 #include "region.h"
 #include "remote.h"
 #include "track.h"
@@ -84,6 +86,7 @@ static void atfork_prepare(void)
 		ep__lock(&p->lock);
 		ep__remote_gate(p); /* and no free without the lock (remote.c) */
 	}
+	ep__mutex_lock(&ep__meta_lock);
 	ep__diag_fork_prepare();
 	if (g_pools && pipe2(g_fork_pipe, O_CLOEXEC))
 		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
@@ -91,6 +94,7 @@ static void atfork_prepare(void)
 
 static void atfork_unlock(void)
 {
+	ep__mutex_unlock(&ep__meta_lock);
 	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		ep__remote_ungate(p);
 		ep__unlock(&p->lock);
@@ -159,6 +163,7 @@ void ep__fork_missed(void)
 	pthread_mutex_init(&ep__thread_key_lock, NULL);
 	pthread_mutex_init(&ep__thread_spare_lock, NULL);
 	pthread_mutex_init(&g_pools_lock, NULL);
+	pthread_mutex_init(&ep__meta_lock, NULL);
 	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		ep__lock_reset(&p->lock);
 		/* (a vanished thread's free without the lock stays claimed:

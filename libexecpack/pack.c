@@ -18,6 +18,7 @@
 #include "alloc-state.h"
 #include "commit.h"
 #include "fit-packs.h"
+#include "meta.h"
 #include "pack.h"
 #include "ranges.h"
 #include "region.h"
@@ -63,10 +64,19 @@ static void pack_release(struct ep__heap *h, struct ep__pack *p)
 	ep__fit_destroy(&p->fit);
 	pack_spare(h, p);
 }
+/* The bytes of a pack's maps: used, start, done, done_sum, then the
+ * state, a byte a chunk. */
+static size_t pack_meta_bytes(const struct ep__heap *h)
+{
+	size_t nchunks = h->pack_size / CHUNK, words = EP__BITMAP_WORDS(nchunks);
+
+	return (3 * words + EP__BITMAP_WORDS(words)) * sizeof(uint64_t) + nchunks;
+}
+
 void ep__pack_free(struct ep__pack *p)
 {
 	ep__fit_destroy(&p->fit);
-	free(p->used); /* (one block: see pack_get) */
+	ep__meta_put(p->used, pack_meta_bytes(p->heap)); /* (one block: see pack_get) */
 	free(p);
 }
 /* A pack struct with clear maps: a spare, or a new one. */
@@ -76,9 +86,6 @@ static struct ep__pack *pack_get(struct ep__heap *h)
 	size_t sum = EP__BITMAP_WORDS(words);
 	struct ep__pack *p = h->spare_packs;
 
-	/* used, start, done, done_sum; then the state, a byte a chunk */
-	size_t bytes = (3 * words + sum) * sizeof(uint64_t) + nchunks;
-
 	if (p) {
 		h->spare_packs = p->next;
 		p->next = p->prev = NULL;
@@ -87,7 +94,8 @@ static struct ep__pack *pack_get(struct ep__heap *h)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	p->used = calloc(1, bytes);
+	/* (meta.c: only what the committed chunks use becomes resident) */
+	p->used = ep__meta_get(pack_meta_bytes(h));
 	if (!p->used) {
 		free(p);
 		return NULL;

@@ -8,9 +8,9 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include <stdlib.h>
 
 #include "internal.h"
+#include "meta.h"
 #include "route.h"
 
 #ifdef HAVE_VALGRIND_HELGRIND_H
@@ -32,7 +32,7 @@ static void *node_get(void **slot, size_t size)
 
 	if (n)
 		return n;
-	void *fresh = calloc(1, size);
+	void *fresh = ep__meta_get(size); /* (resident where written: meta.c) */
 
 	if (!fresh)
 		return NULL;
@@ -43,7 +43,7 @@ static void *node_get(void **slot, size_t size)
 	if (__atomic_compare_exchange_n(slot, &n, fresh, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE))
 		return fresh;
-	free(fresh); /* another thread published one first: n is it */
+	ep__meta_put(fresh, size); /* another thread published one first: n is it */
 	return n;
 }
 

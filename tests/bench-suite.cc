@@ -2,12 +2,14 @@
 /*
  * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
  *
- * Nine workloads, each run for libexecpack and, in the same process and
+ * Eleven workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
  * libexecpack and a floor with no allocator to speak of, struct Slots;
  * workload 8, growth, against asmjit-dual, with a second execpack column
  * of 64 KiB packs and the same floor; workload 9, shrink after emit,
- * against asmjit-dual's shrink()):
+ * against asmjit-dual's shrink(); workload 10, churn against a leaner
+ * floor, struct Floor; workload 11, the footprint of a small pool against
+ * asmjit-dual's, each measured in a fresh child process):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   execpack-nokey the same with EP_F_NO_PKEY (workloads 1 and 2): the cost
  *                  of the protection key's WRPKRUs, where the CPU has keys
@@ -22,7 +24,7 @@
  * is called and must return its imm32; live programs are also compared
  * byte for byte at the end of each round.  A mismatch aborts the run.
  *
- * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,9]
+ * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,11]
  *   quick: 3 rounds and a quarter of the operations (workload 6: a
  *   quarter of the time); ROUNDS: 1-99 (7).
  *   EP_BENCH_MAX_THREADS: the largest thread count of workload 6
@@ -49,7 +51,9 @@
 #include <vector>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -504,6 +508,85 @@ struct Slots : Alloc {
 	size_t packs() override { return CLASSES; }
 };
 
+/*
+ * The floor of workload 10: the churn with no search state at all.  One
+ * sparse memfd mapped RW and RX once; a new slot is carved by bumping an
+ * offset (64-byte steps) and a freed one goes on a last-in-first-out list
+ * of its size class (64-byte steps), from which the next put of that class
+ * takes it.  A free is given the address alone, as ep_free() is, so one
+ * byte per 64-byte chunk keeps the class of the slot that starts there.
+ * A put writes the code through the RW view and a free refills the slot
+ * with traps (a new slot's tail gets them when it is carved): the
+ * guarantees libexecpack keeps, and nothing else.  Unlike Slots, all
+ * classes share one stretch, so the live programs are as dense as first
+ * fit packs them and the floor pays no extra TLB misses for spreading
+ * them out.
+ */
+struct Floor : Alloc {
+	/* 300,000 live programs take about 140 MiB here; the rest is headroom
+	   for the churn (address space only: the memfd is sparse) */
+	enum : size_t { CLASSES = 2048 / EP_CHUNK_SIZE, SIZE = size_t(1) << 30 };
+	unsigned char *rw, *rx;
+	uint8_t *cls;
+	size_t top = 0;
+	std::vector<uint32_t> free_[CLASSES]; /* chunk indices */
+	Floor() : Alloc("floor")
+	{
+		int fd = memfd_create("bench-floor", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, off_t(SIZE)))
+			die("floor: memfd: %s", std::strerror(errno));
+		void *w = mmap(nullptr, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		void *x = mmap(nullptr, SIZE, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+		void *c = mmap(nullptr, SIZE / EP_CHUNK_SIZE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (w == MAP_FAILED || x == MAP_FAILED || c == MAP_FAILED)
+			die("floor: mmap: %s", std::strerror(errno));
+		close(fd);
+		rw = static_cast<unsigned char *>(w);
+		rx = static_cast<unsigned char *>(x);
+		cls = static_cast<uint8_t *>(c);
+	}
+	~Floor() override
+	{
+		munmap(rw, SIZE);
+		munmap(rx, SIZE);
+		munmap(cls, SIZE / EP_CHUNK_SIZE);
+	}
+	void *try_put(size_t len, uint32_t imm, int *err) override
+	{
+		size_t c = (len + EP_CHUNK_SIZE - 1) / EP_CHUNK_SIZE - 1;
+		unsigned char *at;
+		if (c >= CLASSES) {
+			*err = -EINVAL;
+			return nullptr;
+		}
+		if (!free_[c].empty()) {
+			at = rw + size_t(free_[c].back()) * EP_CHUNK_SIZE;
+			free_[c].pop_back();
+		} else {
+			size_t step = (c + 1) * EP_CHUNK_SIZE;
+			if (top + step > SIZE) {
+				*err = -ENOMEM;
+				return nullptr;
+			}
+			at = rw + top;
+			cls[top / EP_CHUNK_SIZE] = uint8_t(c);
+			top += step;
+			std::memset(at + len, 0xcc, step - len);
+		}
+		emit(at, len, imm);
+		return rx + (at - rw);
+	}
+	void drop(void *exec) override
+	{
+		size_t k = size_t(static_cast<unsigned char *>(exec) - rx) / EP_CHUNK_SIZE, c = cls[k];
+		std::memset(rw + k * EP_CHUNK_SIZE, 0xcc, (c + 1) * EP_CHUNK_SIZE);
+		free_[c].push_back(uint32_t(k));
+	}
+	size_t reserved() override { return top; }
+	size_t packs() override { return 1; }
+};
+
 enum Kind { K_EP, K_AJ_DUAL, K_AJ_DEF, K_MMAP, K_BUMP, K_BUMP_REUSE, K_EP_NOKEY, K_N };
 static const char *const kind_name[K_N] = { "execpack", "asmjit-dual", "asmjit-default", "mmap",
 					    "bump", "bump-reuse", "execpack-nokey" };
@@ -610,7 +693,9 @@ static Mem mem_since(const MapSet &before, size_t n_before, Alloc &a)
 
 static int g_rounds = 7;
 static int g_div = 1; /* quick: a quarter of the operations */
-static bool g_only[10] = { false, true, true, true, true, true, true, true, true, true };
+enum { NW = 11 }; /* workloads */
+static bool g_only[NW + 1] = { false, true, true, true, true, true, true,
+			       true,  true, true, true, true };
 
 static int ops(int n) { return std::max(n / g_div, 1); }
 
@@ -1969,23 +2054,285 @@ static void workload_shrink()
 	target("shrink: execpack reserved, shrunk / bound", ratio(res[SHRUNK], res[BOUND]), 0.5, true);
 }
 
+/* ---- workload 10: churn against the floor ----------------------------- */
+
+/*
+ * Ops from..to of q on live: with `segments`, the TSC time of the free and
+ * the JIT alone (the call is made, not timed); else the wall clock of the
+ * whole cycle, the call included.  In ns.
+ */
+static double churn_range(Alloc &a, const ChurnSeq &q, std::vector<Prog> &live, size_t from,
+			  size_t to, bool segments)
+{
+	Prog *lv = live.data();
+	uint64_t acc = 0;
+	double t0 = now_ns();
+
+	for (size_t i = from; i < to; i++) {
+		Prog &pr = lv[q.victim[i]];
+		uint64_t c0 = segments ? tick() : 0;
+		a.drop(pr.p);
+		pr.len = q.len[i];
+		pr.imm = q.imm[i];
+		pr.p = a.put(pr.len, pr.imm);
+		if (segments)
+			acc += tick() - c0;
+		check_call(pr.p, pr.imm, a.name);
+	}
+	return segments ? ticks_ns(acc, to - from) : now_ns() - t0;
+}
+
+static long minor_faults()
+{
+	rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+static void workload_floor()
+{
+	static const int lives[] = { 10000, 300000 };
+	enum { NL = 2, EP = 0, FL = 1, NA = 2 };
+	static const char *const names[NA] = { "execpack", "floor" };
+	const int n = ops(20000);
+	std::vector<double> t[NL][NA], wc[NL][NA], flt[NL][NA];
+
+	for (int r = 0; r < g_rounds; r++) {
+		for (int l = 0; l < NL; l++) {
+			/* warm-up, TSC-timed ops, ops timed with their calls */
+			ChurnSeq q(10000 + uint64_t(r) * NL + uint64_t(l), lives[l], 3 * n);
+			for (int i = 0; i < NA; i++) {
+				/* who goes first alternates from round to round */
+				int k = (i + r) % NA;
+				Alloc *a = k == FL ? static_cast<Alloc *>(new Floor()) : make(K_EP);
+				std::vector<Prog> live = q.init;
+				for (auto &pr : live)
+					pr.p = a->put(pr.len, pr.imm);
+				churn_range(*a, q, live, 0, size_t(n), false);
+				long f0 = minor_faults();
+				t[l][k].push_back(churn_range(*a, q, live, size_t(n), size_t(2 * n), true) /
+						  n);
+				wc[l][k].push_back(
+					churn_range(*a, q, live, size_t(2 * n), size_t(3 * n), false) / n);
+				flt[l][k].push_back(double(minor_faults() - f0) / (2 * n));
+				for (auto &pr : live)
+					check_full(pr.p, pr.len, pr.imm, a->name);
+				for (auto &pr : live)
+					a->drop(pr.p);
+				delete a;
+			}
+		}
+	}
+
+	head("10. churn against the floor",
+	     "workload 1's churn (free a random live program, then alloc + write + finalize a\n"
+	     "  new one, 16-2048 B log-uniform) at 10,000 and 300,000 live.  floor: one sparse\n"
+	     "  memfd mapped RW and RX; new slots bumped, freed ones on a LIFO list per 64-byte\n"
+	     "  class, a class byte per chunk; the code written through the RW view, a freed\n"
+	     "  slot refilled with traps.  Each run: setup, then an untimed warm-up of as many\n"
+	     "  ops as are timed (free lists and pages settle; neither side is populated\n"
+	     "  beforehand), then the ops timed by the TSC (free + JIT; each new program\n"
+	     "  called, not timed), then as many again by the wall clock with their calls\n"
+	     "  (\"with call\").  ratio = execpack / floor; faults: minor page faults per op\n"
+	     "  in the two timed passes.");
+	std::printf("  %d ops per pass\n", n);
+	std::printf("  %-10s %7s %11s %11s %11s  %8s %11s %8s %7s\n", "", "live", "median", "min",
+		    "max", "ratio", "with call", "ratio", "faults");
+	for (int l = 0; l < NL; l++)
+		for (int k = 0; k < NA; k++) {
+			Stats s = stats_of(t[l][k]);
+			std::printf("  %-10s %7d %11.1f %11.1f %11.1f  %7.2fx %11.1f %7.2fx %7.3f\n",
+				    names[k], lives[l], s.med, s.lo, s.hi, ratio(t[l][k], t[l][FL]),
+				    stats_of(wc[l][k]).med, ratio(wc[l][k], wc[l][FL]),
+				    stats_of(flt[l][k]).med);
+		}
+	target("floor: execpack / floor at 10,000 live", ratio(t[0][EP], t[0][FL]), 1.6, true);
+	target("floor: execpack / floor at 300,000 live", ratio(t[1][EP], t[1][FL]), 1.6, true);
+	target("  the same, with a call of each new program", ratio(wc[1][EP], wc[1][FL]), 1.25,
+	       true);
+}
+
+/* ---- workload 11: footprint ------------------------------------------- */
+
+/* Pss of this process in KiB from /proc/self/smaps_rollup; -1 if unknown.
+   No stdio: a buffer malloc'd here would count. */
+static long pss_kb()
+{
+	char buf[4096];
+	int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+	ssize_t len;
+
+	if (fd < 0)
+		return -1;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return -1;
+	buf[len] = 0;
+	const char *p = std::strstr(buf, "\nPss:");
+	return p ? std::atol(p + 5) : -1;
+}
+
+/*
+ * The child of workload 11, a fresh process: its Pss growth from creating
+ * the allocator and JITting (and calling) `count` 64-byte programs, printed
+ * as "KIB RESERVED".  Nothing is torn down: the exit does that.
+ */
+static int footprint_child(const char *kind, int count)
+{
+	Kind k = !std::strcmp(kind, "asmjit-dual") ? K_AJ_DUAL : K_EP;
+	if (k == K_AJ_DUAL && !have_asmjit)
+		return 2;
+	init_template();
+	pss_kb(); /* the first read faults in what reading takes */
+	long before = pss_kb();
+	if (before < 0)
+		return 3;
+	Alloc *a = make(k);
+	for (int i = 0; i < count; i++) {
+		void *p = a->put(64, uint32_t(i) + 1);
+		check_call(p, uint32_t(i) + 1, a->name);
+	}
+	long after = pss_kb();
+	std::printf("%ld %zu\n", after - before, a->reserved());
+	return 0;
+}
+
+/*
+ * Fork and exec this program as a footprint child; false if it failed.
+ * Exec, not only fork: a forked child's first write to each page it
+ * shares with this process would add half a page to its Pss.
+ */
+static bool footprint_run(const char *kind, int count, double *kib, double *reserved)
+{
+	int fd[2], st;
+	char arg[16], out[128];
+	size_t got = 0;
+	ssize_t len;
+
+	std::snprintf(arg, sizeof(arg), "%d", count);
+	if (pipe2(fd, O_CLOEXEC))
+		die("pipe: %s", std::strerror(errno));
+	std::fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", std::strerror(errno));
+	if (pid == 0) {
+		if (dup2(fd[1], 1) < 0)
+			_exit(127);
+		execl("/proc/self/exe", "bench-suite", "--footprint-child", kind, arg,
+		      static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	close(fd[1]);
+	while (got < sizeof(out) - 1 && (len = read(fd[0], out + got, sizeof(out) - 1 - got)) != 0) {
+		if (len < 0 && errno == EINTR)
+			continue;
+		if (len < 0)
+			break;
+		got += size_t(len);
+	}
+	out[got] = 0;
+	close(fd[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid: %s", std::strerror(errno));
+	long k;
+	size_t rsv;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || std::sscanf(out, "%ld %zu", &k, &rsv) != 2)
+		return false;
+	*kib = double(k);
+	*reserved = double(rsv);
+	return true;
+}
+
+static void workload_footprint()
+{
+	enum { EP1, AJ1, EP1000, NR };
+	static const char *const kinds[NR] = { "execpack", "asmjit-dual", "execpack" };
+	static const int counts[NR] = { 1, 1, 1000 };
+	static const char *const names[NR] = { "execpack, 1 program", "asmjit-dual, 1 program",
+					       "execpack, 1,000" };
+	std::vector<double> kib[NR], rsv[NR];
+	std::string skip;
+
+	for (int r = 0; r < g_rounds && skip.empty(); r++)
+		for (int c = 0; c < NR; c++) {
+			double k, v;
+			if (c == AJ1 && !have_asmjit)
+				continue;
+			if (!footprint_run(kinds[c], counts[c], &k, &v)) {
+				skip = std::string(names[c]) +
+				       ": the child failed (no /proc/self/smaps_rollup?)";
+				break;
+			}
+			kib[c].push_back(k);
+			rsv[c].push_back(v);
+		}
+
+	head("11. footprint",
+	     "what a fresh process (started, fork + exec, for each measurement) grows by when it\n"
+	     "  creates one pool / one JitAllocator and JITs and calls 64-byte programs: Pss\n"
+	     "  from /proc/self/smaps_rollup (every mapping, malloc'd metadata included), before\n"
+	     "  and after; reserved: the allocator's own count of code memory (one view).\n"
+	     "  ratio = this / asmjit-dual's one program.");
+	if (!skip.empty()) {
+		skip_row("footprint", skip);
+		target("footprint: execpack / asmjit-dual Pss, 1 program", NAN, 0.75, true, "x", skip);
+		target("footprint: execpack reserved, 1,000 x 64 B, MiB", NAN, 0.6, true, "M", skip);
+		return;
+	}
+	std::printf("  %-24s %11s %11s %11s  %8s %11s\n", "", "Pss", "min", "max", "ratio",
+		    "reserved");
+	for (int c = 0; c < NR; c++) {
+		if (c == AJ1 && !have_asmjit) {
+			skip_row(names[c], "built without asmjit");
+			continue;
+		}
+		Stats s = stats_of(kib[c]);
+		char rs[32] = "";
+		if (have_asmjit)
+			std::snprintf(rs, sizeof(rs), "%.2fx", ratio(kib[c], kib[AJ1]));
+		std::printf("  %-24s %10.0fK %10.0fK %10.0fK  %8s %10.0fK\n", names[c], s.med, s.lo,
+			    s.hi, rs, stats_of(rsv[c]).med / 1024);
+	}
+	if (have_asmjit)
+		target("footprint: execpack / asmjit-dual Pss, 1 program", ratio(kib[EP1], kib[AJ1]),
+		       0.75, true);
+	else
+		target("footprint: execpack / asmjit-dual Pss, 1 program", NAN, 0.75, true, "x",
+		       "built without asmjit");
+	target("footprint: execpack reserved, 1,000 x 64 B, MiB", stats_of(rsv[EP1000]).med / 1048576,
+	       0.6, true, "M");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !std::strcmp(argv[1], "--footprint-child"))
+		return footprint_child(argv[2], std::atoi(argv[3]));
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i];
 		if (!std::strcmp(s, "quick")) {
 			g_rounds = 3;
 			g_div = 4;
 		} else if (!std::strncmp(s, "only=", 5)) {
-			for (int w = 1; w <= 9; w++)
+			char *end;
+			for (int w = 1; w <= NW; w++)
 				g_only[w] = false;
-			for (const char *c = s + 5; *c; c++)
-				if (*c >= '1' && *c <= '9')
-					g_only[*c - '0'] = true;
+			for (const char *c = s + 5; *c; c = *end ? end + 1 : end) {
+				long w = std::strtol(c, &end, 10);
+				if (end == c || w < 1 || w > NW || (*end && *end != ',')) {
+					std::fprintf(stderr, "%s: only=%s: give workloads 1-%d, "
+						     "separated by commas\n", argv[0], s + 5, NW);
+					return 2;
+				}
+				g_only[w] = true;
+			}
 		} else if (std::atoi(s) >= 1 && std::atoi(s) <= 99) {
 			g_rounds = std::atoi(s);
 		} else {
-			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,3,4,5,6,7,8,9]\n", argv[0]);
+			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,...,11]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -2032,8 +2379,13 @@ int main(int argc, char **argv)
 		workload_growth();
 	if (g_only[9])
 		workload_shrink();
+	if (g_only[10])
+		workload_floor();
+	if (g_only[11])
+		workload_footprint();
 
-	std::printf("\ntargets (issues 8, 14, 17, 18 and 27)%*s %9s %10s\n", 18, "", "measured", "target");
+	std::printf("\ntargets (issues 8, 14, 17, 18, 26 and 27)%*s %9s %10s\n", 11, "", "measured",
+		    "target");
 	for (auto &t : g_targets) {
 		char m[32], l[32];
 		if (!t.skip.empty() || std::isnan(t.value)) {

@@ -22,8 +22,11 @@ static int ops(int full)
 	return q && *q && strcmp(q, "0") != 0 ? full / 8 : full;
 }
 
-static uint64_t map[EP__BITMAP_WORDS(MAXBITS) + 1];
-static bool model[MAXBITS];
+/* more words than one word of a summary's summary covers (64 * 64) */
+#define BIGBITS (64 * 64 * 66 + 5)
+
+static uint64_t map[EP__BITMAP_WORDS(BIGBITS) + 1];
+static bool model[BIGBITS];
 
 static size_t model_find(size_t nbits, size_t start, size_t n)
 {
@@ -62,13 +65,6 @@ static size_t find_zero_area(const uint64_t *m, size_t nbits, size_t start, size
 			return lo;
 		start = hi + 1;
 	}
-}
-
-/* The tree after bits [pos, pos+n) changed, brought up to date at once. */
-static void fit_update(struct ep__fit *fit, const uint64_t *m, size_t pos, size_t n)
-{
-	ep__fit_mark(fit, pos, n);
-	ep__fit_flush(fit, m);
 }
 
 static unsigned rnd(unsigned *s)
@@ -196,39 +192,101 @@ START_TEST(test_fit_tree_vs_model)
 			unsigned kind = rnd(&seed) % 10;
 			size_t n = 1 + rnd(&seed) % (kind < 2 ? nbits : kind < 4 ? 200 : 40);
 			size_t longest = SIZE_MAX;
+
+			ep__fit_flush(&fit, map);
 			size_t got = ep__fit_find(&fit, map, n, &longest);
 
 			ck_assert_uint_eq(got, model_find(nbits, 0, n));
 			ck_assert_uint_eq(ep__fit_longest(&fit, map), model_longest(nbits));
 			if (got == nbits)
 				ck_assert_uint_eq(longest, model_longest(nbits));
-			if (rnd(&seed) % 3 && got < nbits) {
-				ep__bitmap_set(map, got, n);
-				fit_update(&fit, map, got, n);
-				for (size_t k = 0; k < n; k++)
-					model[got + k] = true;
-			} else {
-				size_t start = rnd(&seed) % nbits, len = 1 + rnd(&seed) % (rnd(&seed) % 4 ? 50 : 300);
+			/* one to three changes before the next search, flushed
+			 * together, as the pool does between two first fits */
+			for (unsigned c = 1 + rnd(&seed) % 3; c--;) {
+				if (rnd(&seed) % 3 && got < nbits) {
+					ep__bitmap_set(map, got, n);
+					ep__fit_mark(&fit, got, n);
+					for (size_t k = 0; k < n; k++)
+						model[got + k] = true;
+					got = nbits;
+					continue;
+				}
+				size_t start = rnd(&seed) % nbits,
+				       len = 1 + rnd(&seed) % (rnd(&seed) % 4 ? 50 : 300);
 
 				if (start + len > nbits)
 					len = nbits - start;
 				ep__bitmap_clear(map, start, len);
-				fit_update(&fit, map, start, len);
+				ep__fit_mark(&fit, start, len);
 				for (size_t k = 0; k < len; k++)
 					model[start + k] = false;
 			}
 		}
+		ep__fit_flush(&fit, map);
 		/* a tree built from scratch agrees with the updated one */
 		struct ep__fit fresh;
 
 		ck_assert_int_eq(ep__fit_init(&fresh, map, nbits), 0);
-		ck_assert_uint_eq(fresh.top, fit.top);
+		ck_assert_uint_eq(fresh.gw, fit.gw);
 		ck_assert_mem_eq(fresh.run, fit.run, fit.nwords);
-		for (unsigned k = 0; k <= fit.top; k++)
-			ck_assert_mem_eq(fresh.lvl[k], fit.lvl[k], (fit.len[k] + 7) & ~(size_t)7);
+		ck_assert_mem_eq(fresh.pre, fit.pre, fit.nwords);
+		ck_assert_mem_eq(fresh.reach, fit.reach, fit.nwords);
+		ck_assert_mem_eq(fresh.ge, fit.ge, EP__FIT_MAX * fit.gw * sizeof(uint64_t));
+		ck_assert_mem_eq(fresh.ge_sum, fit.ge_sum, EP__FIT_MAX * fit.sw * sizeof(uint64_t));
 		ep__fit_destroy(&fresh);
 		ep__fit_destroy(&fit);
 	}
+}
+END_TEST
+
+/*
+ * A map of more than 4096 words, used but for runs in its last 8000 bits
+ * (past the first 4096 words) and a few anywhere: first fit crosses the
+ * words of ge(n)'s summary, and a long request those of ge(64).
+ */
+START_TEST(test_fit_big_vs_model)
+{
+	unsigned seed = 4242u + (unsigned)_i;
+	const size_t nbits = BIGBITS;
+	struct ep__fit fit;
+
+	memset(map, 0, sizeof(map));
+	memset(model, 0, sizeof(model));
+	ep__bitmap_set(map, 0, nbits);
+	memset(model, 1, nbits);
+	for (int k = 0; k < 6; k++) {
+		size_t at = nbits - 8000 + rnd(&seed) % 7800, len = 1 + rnd(&seed) % 150;
+
+		ep__bitmap_clear(map, at, len);
+		memset(model + at, 0, len);
+	}
+	ck_assert_int_eq(ep__fit_init(&fit, map, nbits), 0);
+	for (int op = 0, nops = ops(400); op < nops; op++) {
+		size_t n = 1 + rnd(&seed) % (rnd(&seed) % 5 ? 64 : 160), longest = SIZE_MAX;
+
+		ep__fit_flush(&fit, map);
+		size_t got = ep__fit_find(&fit, map, n, &longest);
+
+		ck_assert_uint_eq(got, model_find(nbits, 0, n));
+		if (got == nbits)
+			ck_assert_uint_eq(longest, model_longest(nbits));
+		if (got < nbits && rnd(&seed) % 2) {
+			ep__bitmap_set(map, got, n);
+			ep__fit_mark(&fit, got, n);
+			memset(model + got, 1, n);
+		} else {
+			size_t at = rnd(&seed) % 10 ? nbits - 8000 + rnd(&seed) % 7800
+						    : rnd(&seed) % (nbits - 200);
+			size_t len = 1 + rnd(&seed) % 100;
+
+			ep__bitmap_clear(map, at, len);
+			ep__fit_mark(&fit, at, len);
+			memset(model + at, 0, len);
+		}
+	}
+	ep__fit_flush(&fit, map);
+	ck_assert_uint_eq(ep__fit_longest(&fit, map), model_longest(nbits));
+	ep__fit_destroy(&fit);
 }
 END_TEST
 
@@ -238,6 +296,7 @@ static Suite *bitmap_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_loop_test(tc, test_random_vs_model, 0, 8);
+	tcase_add_loop_test(tc, test_fit_big_vs_model, 0, 4);
 	tcase_add_test(tc, test_word_boundaries);
 	tcase_add_loop_test(tc, test_fit_tree_vs_model, 0, 6);
 	/* a case takes 0.1 s alone, but once overran Check's default 4 s on a

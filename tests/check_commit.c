@@ -192,6 +192,76 @@ START_TEST(test_one_program_pss)
 }
 END_TEST
 
+/* Pss of the process's private writable memory that no file backs (the
+ * malloc heap, anonymous mappings: where the library keeps its tables),
+ * in KiB. */
+static long private_pss_kb(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[1024], perms[8];
+	int in = 0;
+	long sum = 0, kb;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, off, inode;
+		char dev[16];
+		int n;
+
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu%n", &lo, &hi, perms, &off, dev, &inode,
+			   &n) == 6) {
+			const char *name = line + n;
+
+			name += strspn(name, " ");
+			in = !strcmp(perms, "rw-p") && inode == 0 &&
+			     (*name == '\n' || !strncmp(name, "[heap]", 6));
+			continue;
+		}
+		if (in && sscanf(line, "Pss: %ld kB", &kb) == 1)
+			sum += kb;
+	}
+	fclose(f);
+	return sum;
+}
+
+/*
+ * The tables of a pool with one 64-byte program (its heap, the pack's
+ * maps, the address-to-heap table) cost what they use, not what a whole
+ * pack could: they were 112 KiB of cleared malloc() memory.  In a child,
+ * so that no earlier test's memory is reused.
+ */
+START_TEST(test_one_program_tables)
+{
+	if (RUNNING_ON_VALGRIND) {
+		printf("SKIP test_one_program_tables: Valgrind's own memory is in the same mappings\n");
+		return;
+	}
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		private_pss_kb(); /* (stdio's buffers, made once) */
+		long before = private_pss_kb();
+		struct ep_pool *p = memfd_pool(NULL, NULL);
+		int rc;
+		void *f = tu_jit_ret(p, 64, 3, &rc);
+		long grew = private_pss_kb() - before;
+
+		if (rc || tu_as_fn(f)() != 3)
+			_exit(2);
+		if (grew > 48) {
+			fprintf(stderr, "one 64-byte program's tables: %ld KiB\n", grew);
+			_exit(1);
+		}
+		_exit(0);
+	}
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+}
+END_TEST
+
 /* The fill, which checks that the exec view of what it fills is not yet
  * executable, and counts the bytes. */
 struct fill_watch {
@@ -458,6 +528,7 @@ int main(void)
 	tcase_add_test(tc, test_prefix_then_prot_none);
 	tcase_add_test(tc, test_uncommitted_faults);
 	tcase_add_test(tc, test_one_program_pss);
+	tcase_add_test(tc, test_one_program_tables);
 	tcase_add_test(tc, test_growth_keeps_code_and_first_fit);
 	tcase_add_test(tc, test_big_first_request);
 	tcase_add_test(tc, test_big_heap_whole_packs);

@@ -1,0 +1,91 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# bench-instructions.sh - instructions per op of workload 10's churn, for
+# `make bench-instructions`.
+#
+# Runs tests/bench-ops under callgrind for libexecpack and for the floor
+# (LIVE live programs, OPS free + JIT pairs counted after as many
+# uncounted), and prints instructions per op for each, their ratio, and
+# first fit's share: the inclusive cost of ep__pack_find.
+#
+# Usage: bench-instructions.sh BENCH-OPS [LIVE [OPS]]   (10000, 20000)
+set -u
+prog=$1
+live=${2:-10000}
+ops=${3:-20000}
+find_fn=ep__pack_find
+
+if ! command -v valgrind >/dev/null 2>&1; then
+	echo "SKIP: valgrind not installed"
+	exit 0
+fi
+if ! command -v callgrind_annotate >/dev/null 2>&1; then
+	echo "SKIP: callgrind_annotate not installed"
+	exit 0
+fi
+case $(uname -m) in
+x86_64) ;;
+*)	echo "SKIP: the programs are x86-64 code"
+	exit 0 ;;
+esac
+
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM HUP
+
+# The Ir total of the collected part: the out file's summary (or totals) line.
+total() {
+	awk '/^(summary|totals):/ { print $2; exit }' "$1"
+}
+
+for who in execpack floor; do
+	if ! valgrind --tool=callgrind --toggle-collect=run_ops \
+		--callgrind-out-file="$tmp/$who.out" "$prog" "$who" "$live" "$ops" \
+		>"$tmp/$who.log" 2>&1; then
+		cat "$tmp/$who.log" >&2
+		echo "bench-instructions: $prog $who failed under callgrind" >&2
+		exit 1
+	fi
+	# the program says so when it cannot switch off the Valgrind paths
+	grep '^bench-ops:' "$tmp/$who.log" >&2
+done
+
+ep=$(total "$tmp/execpack.out")
+fl=$(total "$tmp/floor.out")
+if [ -z "$ep" ] || [ -z "$fl" ] || [ "$ep" = 0 ] || [ "$fl" = 0 ]; then
+	echo "bench-instructions: no instructions collected in run_ops" >&2
+	exit 1
+fi
+# A recursive function may be listed more than once; its largest
+# inclusive count is the whole of it.
+find=$(callgrind_annotate --inclusive=yes --auto=no "$tmp/execpack.out" |
+	awk -v fn="$find_fn" '
+		{ for (i = 2; i <= NF; i++) if ($i ~ (":" fn "$")) { v = $1; gsub(",", "", v); if (v + 0 > m) m = v + 0 } }
+		END { if (m) print m }')
+
+echo "instructions per free + JIT pair, $live live programs, $ops ops counted (callgrind)"
+awk -v ep="$ep" -v fl="$fl" -v ops="$ops" 'BEGIN {
+	printf "  %-34s %10.0f\n", "execpack", ep / ops
+	printf "  %-34s %10.0f\n", "floor", fl / ops
+	printf "  %-34s %9.2fx\n", "execpack / floor", ep / fl
+}'
+if [ -n "$find" ]; then
+	awk -v f="$find" -v ops="$ops" -v fn="$find_fn" 'BEGIN {
+		printf "  %-34s %10.0f\n", "first fit (" fn ", inclusive)", f / ops }'
+else
+	echo "  first fit: $find_fn not found in the profile (renamed?); not measured"
+fi
+
+echo "targets (issue 26)"
+awk -v ep="$ep" -v f="${find:-}" -v ops="$ops" 'BEGIN {
+	v = ep / ops
+	printf "  %-34s %10.0f %10s  %s\n", "execpack instructions per op", v, "<= 900",
+		v <= 900 ? "met" : "NOT MET"
+	if (f == "")
+		printf "  %-34s %10s %10s  SKIP: not measured\n", "first fit instructions per op", "-", "<= 200"
+	else {
+		v = f / ops
+		printf "  %-34s %10.0f %10s  %s\n", "first fit instructions per op", v, "<= 200",
+			v <= 200 ? "met" : "NOT MET"
+	}
+}'
