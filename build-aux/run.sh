@@ -8,7 +8,7 @@
 #                           stage; ends with "N passed, N failed"
 #
 # Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
-# default all: check valgrind kmod aarch64 riscv64 sanitizers fuzz debian distcheck),
+# default all: check valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck),
 # EP_TEST_BUDGET (seconds the whole test run may take, default 4800).
 #
 # Every stage runs under timeout(1) with its own limit, cut to what is left
@@ -92,7 +92,7 @@ limit() {
 	return "$lrc"
 }
 
-want() { case " ${STAGES:-check valgrind kmod aarch64 riscv64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${STAGES:-check valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Huge pages for the hugetlb tests; the old value is put back at exit.
 old_hp=""
@@ -153,6 +153,19 @@ if want kmod; then
 		cat "$results/fetch-6.12.err"
 		echo "SKIP: check-kmod 6.12: $(tail -n 1 "$results/fetch-6.12.err")" | tee "$log"
 		record kmod-6.12 0 0 1
+	fi
+fi
+
+# pku: the protection key on the writable alias, in a CPU that has keys
+# whatever this machine's: qemu-system-x86_64 -accel tcg -cpu max, Debian's
+# 6.12 kernel, the suites that must pass with the key on (about 2 minutes).
+if want pku; then
+	say "pku: protection keys under qemu-system-x86_64 -cpu max (TCG)"
+	limit pku 900 sh "$top/build-aux/pku.sh" "$build" "$results"
+	rc=$?
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+		status=1
+		ls "$results"/pku/*.trs "$results"/pku/*.results >/dev/null 2>&1 || record pku 0 1
 	fi
 fi
 

@@ -76,7 +76,10 @@ EP_API void ep_fill_riscv_ebreak(void *dst, size_t len, void *ctx);
 #define EP_F_SEAL      (1u << 1) /* mseal() executable views (kept until exit) */
 #define EP_F_PERFMAP   (1u << 2) /* write /tmp/perf-<pid>.map for named code */
 #define EP_F_JITDUMP   (1u << 3) /* write perf's jitdump, jit-<pid>.dump, for named code */
-#define EP_F_ALL       (EP_F_RANDOMIZE | EP_F_SEAL | EP_F_PERFMAP | EP_F_JITDUMP)
+#define EP_F_NO_PKEY   (1u << 4) /* no protection key on the writable alias (ep_pool_guards(3)) */
+#define EP_F_BTI       (1u << 5) /* arm64: map code PROT_BTI; indirect branches must land on BTI */
+#define EP_F_ALL       (EP_F_RANDOMIZE | EP_F_SEAL | EP_F_PERFMAP | EP_F_JITDUMP | EP_F_NO_PKEY | \
+			EP_F_BTI)
 
 struct ep_config {
 	size_t sz;              /* sizeof(struct ep_config), for ABI growth */
@@ -166,6 +169,22 @@ EP_API const char *ep_pool_backend(const struct ep_pool *pool);
  * the pool lives.
  */
 EP_API const char *ep_pool_reasons(const struct ep_pool *pool);
+
+/*
+ * ep_pool_guards() bits: the protections of the hardware that guard a
+ * pool's code memory (libexecpack(7), "Hardware guards").
+ */
+#define EP_GUARD_PKEY (1u << 0) /* x86-64: the writable alias of the code is under a
+				   protection key that every thread has access-disabled,
+				   except inside the library's own copies */
+#define EP_GUARD_BTI  (1u << 1) /* arm64: the code is mapped PROT_BTI (EP_F_BTI) */
+
+/*
+ * Which EP_GUARD_* protect pool's code.  why (may be NULL) gets, for each
+ * guard not in force, "name: reason" joined by "; " ("pkey: the CPU has no
+ * protection keys"), or "" when all are.  0 for a NULL pool.
+ */
+EP_API unsigned ep_pool_guards(const struct ep_pool *pool, char *why, size_t whylen);
 
 /*
  * Can this backend be used with cfg (NULL: defaults) here?  0 if so, else

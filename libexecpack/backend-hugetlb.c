@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend-memfd.h"
+#include "guard.h"
 #include "internal.h"
 
 #ifndef MFD_HUGETLB
@@ -140,6 +141,14 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		be->kind.near = be->small.near = cfg->near;
 		be->kind.margin = be->small.margin = cfg->pack_size ? cfg->pack_size : be->huge;
 	}
+	int rc = ep__guards_open(cfg, "hugetlb", &be->kind.guards, &be->kind.pkey_off, why, whylen);
+
+	if (rc) {
+		free(be);
+		return rc;
+	}
+	be->small.guards = be->kind.guards;
+	be->small.pkey_off = be->kind.pkey_off;
 	/* A pool that asked for hugetlb gets huge pages or an error; one that
 	 * let AUTO choose keeps working on base pages once they run out. */
 	be->fallback = cfg->backend == EP_BACKEND_AUTO;
@@ -160,8 +169,8 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 	 * learn at ep_pool_create() whether huge pages can be had at all. */
 	int fd = ep__memfd_open(&be->kind, be->huge, why, whylen);
 	struct ep__region r;
-	int rc = fd;
 
+	rc = fd;
 	if (fd >= 0) {
 		rc = ep__memfd_map_fd(&be->kind, fd, be->huge, NULL, NULL, &r, why, whylen);
 		close(fd);
@@ -274,6 +283,12 @@ static int hugetlb_privatize(struct ep__backend *be, struct ep__region *r)
 	return no_huge_page(rc) && r->handle == REGION_HUGE ? -ENOSPC : rc;
 }
 
+static unsigned hugetlb_guards(const struct ep__backend *be, const char **pkey_off)
+{
+	*pkey_off = be->kind.pkey_off;
+	return be->kind.guards;
+}
+
 const struct ep__backend_ops ep__backend_hugetlb = {
 	.name = "hugetlb",
 	.threadsafe = 1,
@@ -288,4 +303,5 @@ const struct ep__backend_ops ep__backend_hugetlb = {
 	.write = hugetlb_write,
 	.fill = hugetlb_fill,
 	.privatize = hugetlb_privatize,
+	.guards = hugetlb_guards,
 };

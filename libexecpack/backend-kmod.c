@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "internal.h"
 #include "kmod/execpack_uapi.h"
 
@@ -111,6 +112,10 @@ static int kmod_open(const struct ep_config *cfg, struct ep__backend **out, char
 		/* the module places packs; placement near an address is not
 		 * implemented for it (ep_pool_create(3)) */
 		ep__why(why, whylen, "kmod: placement near an address (ep_config.near) not supported");
+		return -EOPNOTSUPP;
+	}
+	if (ep__bti_wanted(cfg)) {
+		ep__why(why, whylen, "kmod: BTI (EP_F_BTI, EXECPACK_BTI) not supported");
 		return -EOPNOTSUPP;
 	}
 	struct ep__backend *be = calloc(1, sizeof(*be));

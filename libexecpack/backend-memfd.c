@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend-memfd.h"
+#include "guard.h"
 #include "internal.h"
 
 #ifndef MFD_CLOEXEC
@@ -195,16 +196,27 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 			munmap(want, size);
 		return -e;
 	}
+	int rc = ep__guard_alias(kind->guards, rw, size); /* (under the key before any store) */
+
+	if (rc) {
+		ep__why(why, whylen, "%s: cannot put the alias under the protection key: %s",
+			kind->name, ep__errno_text(rc));
+		munmap(rw, size);
+		if (want)
+			munmap(want, size);
+		return rc;
+	}
 	/* fill before any executable view exists: never map unset memory exec */
 	if (fill)
-		fill(rw, commit, fill_ctx);
+		ep__alias_fill(kind->guards, fill, rw, commit, fill_ctx);
+	int xprot = ep__exec_prot(kind->guards);
 	/* (over the reservation near.c made, replacing it in one step) */
 	int share = kind->debug ? MAP_PRIVATE : MAP_SHARED;
-	void *exec = mmap(want, size, commit < size ? PROT_NONE : PROT_READ | PROT_EXEC,
+	void *exec = mmap(want, size, commit < size ? PROT_NONE : xprot,
 			  share | (want ? MAP_FIXED : 0), fd, 0);
 
 	if (exec != MAP_FAILED && commit < size &&
-	    mmap(exec, commit, PROT_READ | PROT_EXEC, share | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	    mmap(exec, commit, xprot, share | MAP_FIXED, fd, 0) == MAP_FAILED) {
 		int e = errno;
 
 		munmap(exec, size);
@@ -234,6 +246,7 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	out->committed = commit;
 	/* a private exec view keeps its file, to map a page of it again */
 	out->handle = kind->debug ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+	out->guards = (unsigned char)kind->guards;
 	return 0;
 }
 
@@ -299,11 +312,19 @@ static int anon_pair(const struct ep__memfd_kind *kind, void *want, size_t size,
 		e = errno;
 		goto fail;
 	}
+	/* under the key before any store (src, after fork(), is the old alias:
+	 * read in the same window) */
+	int rc = ep__guard_alias(kind->guards, rw, size);
+
+	if (rc) {
+		e = -rc;
+		goto fail;
+	}
 	if (src)
-		memcpy(rw, src, commit);
+		ep__alias_copy(kind->guards, rw, src, commit);
 	else if (fill)
-		fill(rw, commit, fill_ctx);
-	if (commit && mprotect(exec, commit, PROT_READ | PROT_EXEC) < 0) {
+		ep__alias_fill(kind->guards, fill, rw, commit, fill_ctx);
+	if (commit && mprotect(exec, commit, ep__exec_prot(kind->guards)) < 0) {
 		e = errno;
 		goto fail;
 	}
@@ -338,6 +359,7 @@ static int anon_map(const struct ep__memfd_kind *kind, size_t size, size_t commi
 	out->size = size;
 	out->committed = commit;
 	out->handle = -1;
+	out->guards = (unsigned char)kind->guards;
 	return 0;
 }
 
@@ -456,8 +478,8 @@ int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void 
 	unsigned char *x = (unsigned char *)r->exec + r->committed;
 	size_t len = commit - r->committed;
 
-	fill((unsigned char *)r->rw + r->committed, len, ctx);
-	if (mprotect(x, len, PROT_READ | PROT_EXEC) < 0)
+	ep__alias_fill(r->guards, fill, (unsigned char *)r->rw + r->committed, len, ctx);
+	if (mprotect(x, len, ep__exec_prot(r->guards)) < 0)
 		return -errno;
 	r->committed = commit;
 	return 0;
@@ -476,7 +498,7 @@ int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t le
 		return -EINVAL;
 	/* (the caller makes the change visible to instruction fetch, once
 	 * for the whole range: ep__code_changed(), remote.c) */
-	ep__copy_code((unsigned char *)r->rw + off, src, len);
+	ep__alias_copy(r->guards, (unsigned char *)r->rw + off, src, len);
 	return 0;
 }
 
@@ -484,7 +506,7 @@ int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill
 {
 	if (off > r->size || len > r->size - off)
 		return -EINVAL;
-	fill((unsigned char *)r->rw + off, len, ctx);
+	ep__alias_fill(r->guards, fill, (unsigned char *)r->rw + off, len, ctx);
 	return 0;
 }
 
@@ -507,28 +529,30 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 		return fd;
 
 	void *tmp = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* (a writable view of code like the alias, and so under the key too) */
+	int krc = tmp == MAP_FAILED ? -errno : ep__guard_alias(r->guards, tmp, r->size);
 
-	if (tmp == MAP_FAILED) {
-		int e = errno;
-
+	if (krc) {
+		if (tmp != MAP_FAILED)
+			munmap(tmp, r->size);
 		close(fd);
-		return -e;
+		return krc;
 	}
-	memcpy(tmp, r->rw, r->committed); /* (the rest is untouched: left sparse) */
+	/* (the rest is untouched: left sparse) */
+	ep__alias_copy(r->guards, tmp, r->rw, r->committed);
 	munmap(tmp, r->size);
 
 	void *rw = mmap(r->rw, r->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	int rc = rw == MAP_FAILED ? -errno : ep__guard_alias(r->guards, rw, r->size);
 
-	if (rw == MAP_FAILED) {
-		int e = errno;
-
+	if (rc) {
 		close(fd);
-		return -e;
+		return rc;
 	}
 	/* the committed part and the inaccessible rest, each replaced in one
 	 * step (never a moment without code where code may be running) */
 	int share = kind->debug ? MAP_PRIVATE : MAP_SHARED;
-	void *exec = mmap(r->exec, r->committed, PROT_READ | PROT_EXEC, share | MAP_FIXED, fd, 0);
+	void *exec = mmap(r->exec, r->committed, ep__exec_prot(r->guards), share | MAP_FIXED, fd, 0);
 
 	if (exec != MAP_FAILED && r->committed < r->size &&
 	    mmap((unsigned char *)r->exec + r->committed, r->size - r->committed, PROT_NONE,
@@ -581,6 +605,21 @@ int ep__memfd_debug_wanted(void)
 #define PM_SWAPPED ((uint64_t)1 << 62)
 #define PM_FILE ((uint64_t)1 << 61)
 
+struct debug_put {
+	int mem;
+	off_t at;
+	bool done;
+};
+
+/* pwrite() reads its buffer, the alias, with the thread's rights (PKRU):
+ * it runs in the key's window, as a fill that only reads */
+static void debug_put(void *alias, size_t len, void *ctx)
+{
+	struct debug_put *p = ctx;
+
+	p->done = pwrite(p->mem, alias, len, p->at) == (ssize_t)len;
+}
+
 /* After a store through the alias to [off, off+len) of a debug region:
  * the same bytes into the pages of the exec view that are copies. */
 static void debug_sync(struct ep__region *r, size_t off, size_t len)
@@ -610,12 +649,16 @@ static void debug_sync(struct ep__region *r, size_t off, size_t len)
 
 		if (mem < 0)
 			mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-		if (mem >= 0 && pwrite(mem, (unsigned char *)r->rw + a, b - a, (off_t)(x + a)) ==
-					(ssize_t)(b - a))
-			continue;
+		if (mem >= 0) {
+			struct debug_put put = { .mem = mem, .at = (off_t)(x + a) };
+
+			ep__alias_fill(r->guards, debug_put, (unsigned char *)r->rw + a, b - a, &put);
+			if (put.done)
+				continue;
+		}
 		/* refused: the file's page again (read+exec: committed code) */
 		if (r->handle < 0 ||
-		    mmap((void *)(x + p * pg), pg, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED,
+		    mmap((void *)(x + p * pg), pg, ep__exec_prot(r->guards), MAP_PRIVATE | MAP_FIXED,
 			 r->handle, (off_t)(p * pg)) == MAP_FAILED) {
 			/* nothing more to try: the process's copy stays stale */
 		}
@@ -659,13 +702,17 @@ static int open_kind(const struct ep_config *cfg, struct ep__backend **out, char
 		be->kind.margin = cfg->pack_size ? cfg->pack_size : EP__DEFAULT_PACK_SIZE;
 	}
 
+	int rc = ep__guards_open(cfg, "memfd", &be->kind.guards, &be->kind.pkey_off, why, whylen);
+
+	if (rc) {
+		free(be);
+		return rc;
+	}
 	/* anonymous shared memory; a memfd where it cannot be made executable,
 	 * or seen twice (under Valgrind), or where a debugger is to write into
 	 * private views of it */
 	be->kind.debug = debug;
-
-	int rc = be->kind.debug ? -EINVAL : ep__memfd_probe_anon(&be->kind, why, whylen);
-
+	rc = be->kind.debug ? -EINVAL : ep__memfd_probe_anon(&be->kind, why, whylen);
 	if (rc == 0 || rc == -EADDRNOTAVAIL) {
 		if (rc)
 			free(be);
@@ -753,6 +800,12 @@ static int memfd_privatize(struct ep__backend *be, struct ep__region *r)
 	return ep__memfd_privatize(&be->kind, r);
 }
 
+static unsigned memfd_guards(const struct ep__backend *be, const char **pkey_off)
+{
+	*pkey_off = be->kind.pkey_off;
+	return be->kind.guards;
+}
+
 const struct ep__backend_ops ep__backend_memfd = {
 	.name = "memfd",
 	.threadsafe = 1,
@@ -767,6 +820,7 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.write = memfd_write,
 	.fill = memfd_fill,
 	.privatize = memfd_privatize,
+	.guards = memfd_guards,
 };
 
 /* ---- the same with views a debugger can write (EXECPACK_DEBUG=1) --------------
@@ -827,4 +881,5 @@ const struct ep__backend_ops ep__backend_memfd_debug = {
 	.write = memfd_debug_write,
 	.fill = memfd_debug_fill,
 	.privatize = memfd_privatize,
+	.guards = memfd_guards,
 };

@@ -25,6 +25,8 @@ struct ep__memfd_kind {
 			     * memfd, where exec can be added by mprotect() */
 	int debug;          /* EXECPACK_DEBUG=1: exec views are private mappings
 			     * of the memfd, which a debugger can write */
+	unsigned guards;    /* EP_GUARD_* of its regions (guard.h) */
+	const char *pkey_off; /* why not EP_GUARD_PKEY, or NULL */
 };
 
 /* EXECPACK_DEBUG set and not "0": views a debugger can plant breakpoints

@@ -25,6 +25,8 @@ struct ep__region {
 	int handle;   /* backend-specific (a pack id for kmod), else -1 */
 	unsigned gen; /* fork generation the mapping was last made private in */
 	unsigned char sealed; /* pool: exec view mseal()ed (EP_F_SEAL) */
+	unsigned char guards; /* EP_GUARD_* of this region: its alias under the
+			       * library's key, its exec view PROT_BTI (guard.h) */
 };
 
 struct ep__backend_ops {
@@ -88,6 +90,11 @@ struct ep__backend_ops {
 	 * keeping both addresses.  Called before the first change to the region.
 	 */
 	int (*privatize)(struct ep__backend *be, struct ep__region *r);
+
+	/* Optional (NULL: none).  The EP_GUARD_* that the pool's regions get
+	 * (guard.h), decided at open, the same for every region; *pkey_off:
+	 * why not EP_GUARD_PKEY (a string that lives as long as be). */
+	unsigned (*guards)(const struct ep__backend *be, const char **pkey_off);
 };
 
 extern const struct ep__backend_ops ep__backend_memfd;

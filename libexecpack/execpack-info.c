@@ -27,12 +27,22 @@ struct sysctl_info {
 	char value[64]; /* "" when unreadable */
 };
 
+/* A hardware guard of a pool of AUTO's pick (ep_pool_guards()). */
+struct guard_info {
+	const char *name; /* "pkey", "bti" */
+	unsigned bit;
+	bool on;
+	char why[256]; /* why not, when !on */
+};
+
 struct info {
 	struct backend_info backends[3];
 	int auto_rc;
 	char auto_why[512];
 	char passed_over[1024];
+	struct guard_info guards[2]; /* known when auto_rc is 0 */
 	const char *env; /* EXECPACK_BACKEND, NULL when unset or empty */
+	const char *env_pkey, *env_bti; /* EXECPACK_PKEY, EXECPACK_BTI */
 	struct sysctl_info sys[6];
 	char huge_label[48], huge_key[48], huge_path[96];
 };
@@ -52,6 +62,34 @@ static void sysctl_read(struct sysctl_info *s)
 		s->value[0] = 0;
 	fclose(f);
 	s->value[strcspn(s->value, "\n")] = 0;
+}
+
+/* Which guards the pool has, and each missing one's reason, from the
+ * "name: reason; name: reason" of ep_pool_guards(). */
+static void guards_of(struct info *in, const struct ep_pool *pool)
+{
+	char why[1024];
+	unsigned g = ep_pool_guards(pool, why, sizeof(why));
+	static const struct { const char *name; unsigned bit; } all[2] = {
+		{ "pkey", EP_GUARD_PKEY }, { "bti", EP_GUARD_BTI },
+	};
+
+	for (size_t i = 0; i < 2; i++) {
+		struct guard_info *gi = &in->guards[i];
+		size_t n = strlen(all[i].name);
+
+		gi->name = all[i].name;
+		gi->bit = all[i].bit;
+		gi->on = (g & all[i].bit) != 0;
+		for (char *p = why; !gi->on && *p;) {
+			char *end = strstr(p, "; ");
+			size_t len = end ? (size_t)(end - p) : strlen(p);
+
+			if (!strncmp(p, all[i].name, n) && !strncmp(p + n, ": ", 2))
+				snprintf(gi->why, sizeof(gi->why), "%.*s", (int)(len - n - 2), p + n + 2);
+			p += len + (end ? 2 : 0);
+		}
+	}
 }
 
 static void gather(struct info *in, const struct ep_config *cfg)
@@ -76,6 +114,8 @@ static void gather(struct info *in, const struct ep_config *cfg)
 
 	memset(in, 0, sizeof(*in));
 	in->env = env && *env ? env : NULL;
+	in->env_pkey = getenv("EXECPACK_PKEY");
+	in->env_bti = getenv("EXECPACK_BTI");
 	in->auto_rc = ep_backend_probe(EP_BACKEND_AUTO, cfg, in->auto_why, sizeof(in->auto_why));
 	for (size_t i = 0; i < 3; i++) {
 		struct backend_info *b = &in->backends[i];
@@ -92,6 +132,7 @@ static void gather(struct info *in, const struct ep_config *cfg)
 			const char *r = ep_pool_reasons(pool);
 
 			snprintf(in->passed_over, sizeof(in->passed_over), "%s", r ? r : "");
+			guards_of(in, pool);
 			ep_pool_destroy(pool);
 		}
 	}
@@ -138,10 +179,26 @@ static void print_text(const struct info *in)
 	} else {
 		printf("nothing works: %s\n", in->auto_why[0] ? in->auto_why : ep_strerror(in->auto_rc));
 	}
+	if (in->auto_rc == 0) {
+		printf("\nhardware guards (of a pool of AUTO's pick):\n");
+		for (size_t i = 0; i < 2; i++) {
+			const struct guard_info *g = &in->guards[i];
+
+			if (g->on)
+				printf("  %-8s on: %s\n", g->name,
+				       g->bit == EP_GUARD_PKEY
+					       ? "the writable alias is under a protection key"
+					       : "the code is mapped PROT_BTI");
+			else
+				printf("  %-8s off: %s\n", g->name, g->why);
+		}
+	}
 	printf("\nsystem:\n");
 	for (size_t i = 0; i < NSYS; i++)
 		printf("  %-28s %s\n", in->sys[i].label, in->sys[i].value[0] ? in->sys[i].value : "n/a");
 	printf("  %-28s %s\n", "EXECPACK_BACKEND", in->env ? in->env : "(unset)");
+	printf("  %-28s %s\n", "EXECPACK_PKEY", in->env_pkey ? in->env_pkey : "(unset)");
+	printf("  %-28s %s\n", "EXECPACK_BTI", in->env_bti ? in->env_bti : "(unset)");
 }
 
 /* Length of the valid UTF-8 sequence at s (1 to 4), or 0. */
@@ -247,7 +304,25 @@ static void print_json(const struct info *in)
 		json_str(in->auto_why[0] ? in->auto_why : ep_strerror(in->auto_rc));
 		printf(", \"errno\": %d", -in->auto_rc);
 	}
-	fputs(" },\n  \"system\": {", stdout);
+	fputs(" },\n  \"guards\": ", stdout);
+	if (in->auto_rc == 0) {
+		for (size_t i = 0; i < 2; i++) {
+			const struct guard_info *g = &in->guards[i];
+
+			fputs(i ? ", " : "{ ", stdout);
+			json_str(g->name);
+			printf(": { \"on\": %s", g->on ? "true" : "false");
+			if (!g->on) {
+				fputs(", \"reason\": ", stdout);
+				json_str(g->why);
+			}
+			fputs(" }", stdout);
+		}
+		fputs(" }", stdout);
+	} else {
+		fputs("null", stdout);
+	}
+	fputs(",\n  \"system\": {", stdout);
 	for (size_t i = 0; i < NSYS; i++) {
 		fputs(i ? ",\n    " : "\n    ", stdout);
 		json_str(in->sys[i].key);
@@ -256,6 +331,10 @@ static void print_json(const struct info *in)
 	}
 	fputs("\n  },\n  \"environment\": { \"EXECPACK_BACKEND\": ", stdout);
 	json_str(in->env);
+	fputs(", \"EXECPACK_PKEY\": ", stdout);
+	json_str(in->env_pkey);
+	fputs(", \"EXECPACK_BTI\": ", stdout);
+	json_str(in->env_bti);
 	fputs(" }\n}\n", stdout);
 }
 

@@ -11,6 +11,8 @@
  * floor, struct Floor; workload 11, the footprint of a small pool against
  * asmjit-dual's, each measured in a fresh child process):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
+ *   execpack-nokey the same with EP_F_NO_PKEY (workloads 1 and 2): the cost
+ *                  of the protection key's WRPKRUs, where the CPU has keys
  *   asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory
  *                  (W^X, freed memory refilled: the same guarantees)
  *   asmjit-default asmjit JitAllocator with its defaults (one RWX mapping)
@@ -248,12 +250,14 @@ struct Alloc {
 
 struct Execpack : Alloc {
 	ep_pool *pool = nullptr;
-	Execpack(const char *n, enum ep_backend backend, size_t pack_size = 0) : Alloc(n)
+	Execpack(const char *n, enum ep_backend backend, size_t pack_size = 0, unsigned flags = 0)
+		: Alloc(n)
 	{
 		ep_config cfg = {};
 		cfg.sz = sizeof(cfg);
 		cfg.backend = backend;
 		cfg.pack_size = pack_size;
+		cfg.flags = flags;
 		int rc = ep_pool_create(&cfg, &pool);
 		if (rc)
 			die("%s: ep_pool_create: %s", name, ep_strerror(rc));
@@ -583,9 +587,9 @@ struct Floor : Alloc {
 	size_t packs() override { return 1; }
 };
 
-enum Kind { K_EP, K_AJ_DUAL, K_AJ_DEF, K_MMAP, K_BUMP, K_BUMP_REUSE, K_N };
+enum Kind { K_EP, K_AJ_DUAL, K_AJ_DEF, K_MMAP, K_BUMP, K_BUMP_REUSE, K_EP_NOKEY, K_N };
 static const char *const kind_name[K_N] = { "execpack", "asmjit-dual", "asmjit-default", "mmap",
-					    "bump", "bump-reuse" };
+					    "bump", "bump-reuse", "execpack-nokey" };
 #ifdef HAVE_ASMJIT
 static const bool have_asmjit = true;
 #else
@@ -597,6 +601,8 @@ static Alloc *make(Kind k)
 	switch (k) {
 	case K_EP:
 		return new Execpack("execpack", EP_BACKEND_MEMFD);
+	case K_EP_NOKEY:
+		return new Execpack("execpack-nokey", EP_BACKEND_MEMFD, 0, EP_F_NO_PKEY);
 #ifdef HAVE_ASMJIT
 	case K_AJ_DUAL:
 		return new Asmjit("asmjit-dual", true);
@@ -693,9 +699,55 @@ static bool g_only[NW + 1] = { false, true, true, true, true, true, true,
 
 static int ops(int n) { return std::max(n / g_div, 1); }
 
+/* Whether a memfd pool gets the protection key here (else why not): without
+ * it, execpack and execpack-nokey run the same code. */
+static bool g_pkey;
+static char g_pkey_why[256];
+static double g_wrpkru_ns = NAN; /* one WRPKRU, where the CPU has keys */
+
+/* What one WRPKRU costs here: pairs that allow and disable a key of the
+ * bench's own, timed by the clock. */
+static void time_wrpkru()
+{
+	int key = pkey_alloc(0, PKEY_DISABLE_ACCESS);
+	if (key < 0)
+		return;
+	uint32_t v, d;
+	__asm__ volatile(".byte 0x0f, 0x01, 0xee" : "=a"(v), "=d"(d) : "c"(0));
+	const uint32_t off = v & ~(3u << (2 * key)), on = off | 1u << (2 * key);
+	const int n = 1000000;
+	double t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(off), "c"(0), "d"(0) : "memory");
+		__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(on), "c"(0), "d"(0) : "memory");
+	}
+	g_wrpkru_ns = (now_ns() - t0) / (2.0 * n);
+	__asm__ volatile(".byte 0x0f, 0x01, 0xef" : : "a"(v), "c"(0), "d"(0) : "memory");
+	pkey_free(key);
+}
+
+static void probe_pkey()
+{
+	ep_config cfg = {};
+	cfg.sz = sizeof(cfg);
+	cfg.backend = EP_BACKEND_MEMFD;
+	ep_pool *pool;
+	if (ep_pool_create(&cfg, &pool))
+		return;
+	char why[512];
+	g_pkey = ep_pool_guards(pool, why, sizeof(why)) & EP_GUARD_PKEY;
+	const char *p = std::strstr(why, "pkey: ");
+	if (p)
+		std::snprintf(g_pkey_why, sizeof(g_pkey_why), "%.*s", int(std::strcspn(p + 6, ";")),
+			      p + 6);
+	ep_pool_destroy(pool);
+	if (g_pkey)
+		time_wrpkru();
+}
+
 static std::vector<Kind> peers(bool with_bump)
 {
-	std::vector<Kind> v = { K_EP };
+	std::vector<Kind> v = { K_EP, K_EP_NOKEY };
 	if (have_asmjit) {
 		v.push_back(K_AJ_DUAL);
 		v.push_back(K_AJ_DEF);
@@ -759,6 +811,28 @@ static void target(const std::string &what, double value, double limit, bool at_
 		   const char *unit = "x", const std::string &skip = "")
 {
 	g_targets.push_back(Target{ what, value, limit, at_most, skip, unit });
+}
+
+/* The cost of the key, side by side: execpack / execpack-nokey. */
+static void pkey_target(const char *what, double r)
+{
+	if (g_pkey)
+		target(what, r, 1.03, true);
+	else
+		target(what, NAN, 1.03, true, "x",
+		       std::string("no protection key here (") + g_pkey_why + ")");
+}
+
+/* The least the key can cost, beside its measured cost: an op opens two
+ * windows (the free's refill, the finalize's copy), each at least a bare
+ * WRPKRU pair. */
+static void pkey_floor(const std::vector<double> &nokey)
+{
+	if (!g_pkey || std::isnan(g_wrpkru_ns) || nokey.empty())
+		return;
+	double m = stats_of(nokey).med, f = 4 * g_wrpkru_ns;
+	std::printf("  the key's floor: 2 windows per op, a bare WRPKRU pair each: %.1f ns, "
+		    "%.2fx execpack-nokey\n", f, (m + f) / m);
 }
 
 /* ---- workload 1 (and 3, 5): churn ------------------------------------- */
@@ -870,6 +944,9 @@ static void workload_churn()
 		cols("ns/op", "ratio", true);
 		for (Kind k : ks)
 			row(kind_name[k], t[k], "ns/op", ratio(t[k], t[K_EP]), 1, wc[k]);
+		pkey_target("churn: execpack / execpack-nokey (the key's cost)",
+			    ratio(t[K_EP], t[K_EP_NOKEY]));
+		pkey_floor(t[K_EP_NOKEY]);
 		/* (issue 8 asked for 0.5; issue 14 for 0.45, its single-thread bound) */
 		if (have_asmjit)
 			target("churn: execpack / asmjit-dual", ratio(t[K_EP], t[K_AJ_DUAL]), 0.45, true);
@@ -984,6 +1061,12 @@ static void workload_once()
 			std::printf("  %-24s %11s %11s %11s  %-8s %7.2fx %10.2fx\n",
 				    (std::string("  execpack / ") + kind_name[b]).c_str(), "", "", "", "",
 				    ratio(t[K_EP], t[b]), ratio(wc[K_EP], wc[b]));
+		if (len == 64 || len == 256)
+			pkey_target(len == 64 ? "one at a time 64 B: execpack / execpack-nokey"
+					      : "one at a time 256 B: execpack / execpack-nokey",
+				    ratio(t[K_EP], t[K_EP_NOKEY]));
+		if (len == 64 || len == 256)
+			pkey_floor(t[K_EP_NOKEY]);
 		if (len == 256) {
 			target("one at a time 256 B: execpack / bump", vb, 3.0, true);
 			target("  the same, whole cycle (the call included)", ratio(wc[K_EP], wc[K_BUMP]),
@@ -2255,6 +2338,7 @@ int main(int argc, char **argv)
 	}
 	init_template();
 	calibrate_ticks();
+	probe_pkey();
 	setvbuf(stdout, nullptr, _IOLBF, 0);
 
 	double t0 = now_ns();
@@ -2263,6 +2347,13 @@ int main(int argc, char **argv)
 		    "A ratio is the median over rounds of that round's ratio.\n",
 		    ep_version(), g_rounds, g_div > 1 ? "a quarter of the" : "all");
 	std::printf("  execpack       libexecpack, memfd backend: RW alias + RX view (W^X)\n");
+	std::printf("  execpack-nokey the same with EP_F_NO_PKEY (workloads 1 and 2); the key is %s\n",
+		    g_pkey ? "on in execpack" : "off in both here");
+	if (!g_pkey)
+		std::printf("                 (%s)\n", g_pkey_why);
+	else
+		std::printf("                 (a copy opens and closes a window: RDPKRU, 2 WRPKRU;\n"
+			    "                 one WRPKRU takes %.1f ns here)\n", g_wrpkru_ns);
 	if (have_asmjit) {
 		std::printf("  asmjit-dual    asmjit JitAllocator, kUseDualMapping | kFillUnusedMemory "
 			    "(W^X)\n");
@@ -2293,7 +2384,7 @@ int main(int argc, char **argv)
 	if (g_only[11])
 		workload_footprint();
 
-	std::printf("\ntargets (issues 8, 14, 17, 18 and 26)%*s %9s %10s\n", 15, "", "measured",
+	std::printf("\ntargets (issues 8, 14, 17, 18, 26 and 27)%*s %9s %10s\n", 11, "", "measured",
 		    "target");
 	for (auto &t : g_targets) {
 		char m[32], l[32];

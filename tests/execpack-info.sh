@@ -3,10 +3,12 @@
 # execpack-info.sh - the execpack-info command: --version names the
 # library's version; --json is valid JSON (python3 -m json.tool) and says
 # what the text output says (backends in AUTO's order, which work, AUTO's
-# pick), even with bytes in EXECPACK_BACKEND that are not UTF-8 or need
-# escaping; EXECPACK_BACKEND naming no backend is named in the text, --quiet
-# and --json outputs; a usage error (an unknown option, --path without its
-# argument, --quiet with --json) says what is wrong before the usage.
+# pick, the hardware guards of its pool with their reasons), even with
+# bytes in EXECPACK_BACKEND that are not UTF-8 or need escaping;
+# EXECPACK_BACKEND naming no backend is named in the text, --quiet and
+# --json outputs; EXECPACK_PKEY=0 turns the key off and says so; a usage
+# error (an unknown option, --path without its argument, --quiet with
+# --json) says what is wrong before the usage.
 set -u
 builddir=${top_builddir:-.}
 info=$builddir/libexecpack/execpack-info
@@ -43,7 +45,7 @@ compare_once() {
 		return 1
 	}
 	python3 - "$tmp/out.json" "$tmp/out.txt" "$text_ver" "$1" <<'PY'
-import json, re, sys
+import json, os, re, sys
 j = json.load(open(sys.argv[1]))
 text = open(sys.argv[2]).read()
 ver, what = sys.argv[3], sys.argv[4]
@@ -63,6 +65,24 @@ m = re.search(r"^AUTO picks: (\S+)", text, re.M)
 pick = None if m is None or m.group(1) == "nothing" else m.group(1)
 if j["auto"]["backend"] != pick:
     bad.append("auto %r, text %r" % (j["auto"]["backend"], pick))
+g = j["guards"]
+if pick is None:
+    if g is not None:
+        bad.append("guards %r with no backend" % (g,))
+elif sorted(g) != ["bti", "pkey"]:
+    bad.append("guards %r" % (g,))
+else:
+    for name in ("pkey", "bti"):
+        m = re.search(r"^  %-8s (on|off): (.*)$" % name, text, re.M)
+        if m is None:
+            bad.append("text has no %s guard line" % name)
+        elif g[name]["on"] != (m.group(1) == "on"):
+            bad.append("%s on=%r, text %r" % (name, g[name]["on"], m.group(1)))
+        elif not g[name]["on"] and g[name].get("reason") != m.group(2):
+            bad.append("%s reason %r, text %r" % (name, g[name].get("reason"), m.group(2)))
+    if os.environ.get("EXECPACK_PKEY") == "0" and (g["pkey"]["on"] or
+            g["pkey"]["reason"] != "turned off by EXECPACK_PKEY=0"):
+        bad.append("EXECPACK_PKEY=0 gives pkey %r" % (g["pkey"],))
 for k in ("vm.nr_hugepages", "vm.memfd_noexec", "vm.max_map_count", "page_size",
           "huge_page_size"):
     if k not in j["system"]:
@@ -94,6 +114,7 @@ unset EXECPACK_BACKEND
 compare "default"
 EXECPACK_BACKEND=memfd compare "EXECPACK_BACKEND=memfd"
 EXECPACK_BACKEND=bogus compare "EXECPACK_BACKEND=bogus"
+EXECPACK_PKEY=0 compare "EXECPACK_PKEY=0"
 # quotes, a backslash, a control character and a byte that is not UTF-8
 odd=$(printf 'a"b\\c\001d\377e')
 EXECPACK_BACKEND=$odd "$info" --json >"$tmp/odd.json"

@@ -102,6 +102,7 @@ const struct ep__backend_ops *ep__test_wrap_backend(const struct ep__backend_ops
 		.write = w_write,
 		.fill = w_fill,
 		.privatize = ops->privatize ? w_privatize : NULL,
+		.guards = ops->guards,
 	};
 	return &wrapped;
 }

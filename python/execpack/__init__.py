@@ -78,13 +78,15 @@ Diagnostics.  pool.set_name(f, "name") names code for symbolize(address)
 F_PERFMAP and F_JITDUMP, perf's map and jitdump files get it too);
 pool.set_unwind() tells libunwind how to step through it; backtrace(fd)
 writes the calling thread's backtrace; probe("kmod") says whether a backend
-works here and why not; pool.reasons says why AUTO passed over the others.
+works here and why not; pool.reasons says why AUTO passed over the others;
+pool.guards which of the hardware's guards protect the code (GUARD_PKEY,
+GUARD_BTI) and why the others do not (F_NO_PKEY, F_BTI choose them).
 ep_config.fill is not offered: a fill must never fail, and Python code can
 (fill_x86_int3() is the library's own fill, for buffers of the caller).
 """
 
-from ._core import (BACKENDS, CHUNK_SIZE, F_JITDUMP, F_PERFMAP, F_RANDOMIZE, F_SEAL, NAME_MAX,
-                    UNWIND_DWARF_FP, UNWIND_DWARF_SP, UNWIND_NAME, Image, JitFunction,
+from ._core import (BACKENDS, CHUNK_SIZE, F_BTI, F_JITDUMP, F_NO_PKEY, F_PERFMAP, F_RANDOMIZE,
+                    F_SEAL, GUARD_BTI, GUARD_PKEY, NAME_MAX, UNWIND_DWARF_FP, UNWIND_DWARF_SP, UNWIND_NAME, Image, JitFunction,
                     Pool, library, strerror, version)
 from ._diag import backtrace, fill_x86_int3, probe, symbolize
 
@@ -95,5 +97,5 @@ __version__ = "0.1.0"
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "probe", "symbolize", "backtrace", "fill_x86_int3",
-           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "CHUNK_SIZE",
-           "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP", "__version__"]
+           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
+           "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP", "__version__"]

@@ -13,8 +13,8 @@ from typing import (Any, Callable, Dict, Generic, Iterable, List, Optional,
                     SupportsIndex, Tuple, Type, TypeVar, Union, overload)
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
-           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "CHUNK_SIZE",
-           "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP"]
+           "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
+           "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP"]
 
 # enum ep_backend
 BACKENDS = {"auto": 0, "memfd": 1, "hugetlb": 2, "kmod": 3}
@@ -24,6 +24,12 @@ F_RANDOMIZE = 1 << 0
 F_SEAL = 1 << 1
 F_PERFMAP = 1 << 2
 F_JITDUMP = 1 << 3
+F_NO_PKEY = 1 << 4
+F_BTI = 1 << 5
+
+# ep_pool_guards() bits
+GUARD_PKEY = 1 << 0
+GUARD_BTI = 1 << 1
 
 CHUNK_SIZE = 64
 
@@ -118,6 +124,7 @@ def _load_library() -> ctypes.CDLL:
         "ep_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "ep_version": (ctypes.c_char_p, []),
         "ep_pool_reasons": (ctypes.c_char_p, [P]),
+        "ep_pool_guards": (ctypes.c_uint, [P, ctypes.c_char_p, ctypes.c_size_t]),
         "ep_backend_probe": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(_Config),
                                             ctypes.c_char_p, ctypes.c_size_t]),
         "ep_set_name": (ctypes.c_int, [P, P, ctypes.c_char_p]),
@@ -570,6 +577,14 @@ class Pool:
         take, "name: reason; name: reason" ("" when it took the first)."""
         text: Optional[bytes] = library().ep_pool_reasons(self._h("ep_pool_reasons"))
         return (text or b"").decode(errors="replace")
+
+    @property
+    def guards(self) -> Tuple[int, str]:
+        """ep_pool_guards(): the GUARD_* bits that protect this pool's code,
+        and "name: reason; ..." for those that do not ("" when all do)."""
+        why = ctypes.create_string_buffer(512)
+        bits: int = library().ep_pool_guards(self._h("ep_pool_guards"), why, len(why))
+        return int(bits), why.value.decode(errors="replace")
 
     def set_name(self, target: Union["JitFunction[Any]", Image, int],
                  name: Union[str, bytes]) -> None:

@@ -184,6 +184,21 @@ class BackendTest(unittest.TestCase):
         with self.assertRaises(OSError):
             pool.reasons
 
+    def test_guards(self):
+        """pool.guards: the GUARD_* bits and a reason for each guard not in
+        force; F_NO_PKEY takes the key away and says so."""
+        with execpack.Pool("memfd") as pool:
+            bits, why = pool.guards
+            self.assertEqual(bits & ~(execpack.GUARD_PKEY | execpack.GUARD_BTI), 0)
+            self.assertEqual(bool(bits & execpack.GUARD_PKEY), "pkey:" not in why, why)
+            self.assertEqual(bool(bits & execpack.GUARD_BTI), "bti:" not in why, why)
+        with execpack.Pool("memfd", flags=execpack.F_NO_PKEY) as pool:
+            bits, why = pool.guards
+            self.assertFalse(bits & execpack.GUARD_PKEY)
+            self.assertIn("pkey: turned off by EP_F_NO_PKEY", why)
+        with self.assertRaises(OSError):
+            pool.guards
+
 
 class FillTest(unittest.TestCase):
     def test_fill(self):

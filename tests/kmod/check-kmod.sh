@@ -33,6 +33,9 @@
 #   EP_KMOD_SMP, EP_KMOD_MEM   guest CPUs (2) and memory in MiB (512)
 #   EP_KMOD_MODULE       a module already built for KVER (e.g. by dkms from
 #                        the Debian package) to test instead of building one
+#   EP_KMOD_SUITES_ONLY  1: no module: the guest runs EP_KMOD_SUITES only
+#                        (TEST_BINARY may be "-"; no kernel headers needed),
+#                        and the run fails if one of them fails
 set -u
 
 srcdir=$1
@@ -107,15 +110,21 @@ fi
 	skip "no /boot/vmlinuz-* with matching headers (apt install linux-image-amd64 linux-headers-amd64)"
 kernel=${EP_KMOD_KERNEL:-/boot/vmlinuz-$KVER}
 kdir=${EP_KMOD_KDIR:-/lib/modules/$KVER/build}
+suites_only=${EP_KMOD_SUITES_ONLY:-0}
+[ "$suites_only" != 1 ] || [ -n "${EP_KMOD_SUITES:-}" ] ||
+	fail "EP_KMOD_SUITES_ONLY=1 without EP_KMOD_SUITES"
 [ -r "$kernel" ] || skip "$kernel not readable"
-[ -e "$kdir/Makefile" ] || skip "no headers for $KVER in $kdir (apt install linux-headers-amd64)"
+[ "$suites_only" = 1 ] || [ -e "$kdir/Makefile" ] ||
+	skip "no headers for $KVER in $kdir (apt install linux-headers-amd64)"
 say "check-kmod: kernel $KVER (host runs $(uname -r))"
 
 # --- the module --------------------------------------------------------------------
 mod=$work/module
 rm -rf "$mod"
 mkdir -p "$mod" || exit 1
-if [ -n "${EP_KMOD_MODULE:-}" ]; then
+if [ "$suites_only" = 1 ]; then
+	say "check-kmod: no module (EP_KMOD_SUITES_ONLY=1): the suites only"
+elif [ -n "${EP_KMOD_MODULE:-}" ]; then
 	case $EP_KMOD_MODULE in
 	*.ko.xz) xz -dc "$EP_KMOD_MODULE" >"$mod/execpack.ko" ;;
 	*) cp "$EP_KMOD_MODULE" "$mod/execpack.ko" ;;
@@ -142,14 +151,16 @@ else
 fi
 
 # --- the initramfs --------------------------------------------------------------
-[ -x "$builddir/$test_bin" ] || fail "$test_bin was not built"
-is_static "$builddir/$test_bin" || fail "$test_bin is not statically linked"
 root=$work/root
 rm -rf "$root"
 mkdir -p "$root/bin" || exit 1
-cp "$busybox" "$root/bin/busybox" &&
+cp "$busybox" "$root/bin/busybox" || exit 1
+if [ "$suites_only" != 1 ]; then
+	[ -x "$builddir/$test_bin" ] || fail "$test_bin was not built"
+	is_static "$builddir/$test_bin" || fail "$test_bin is not statically linked"
 	cp "$mod/execpack.ko" "$root/execpack.ko" &&
-	cp "$builddir/$test_bin" "$root/check_kmod" || exit 1
+		cp "$builddir/$test_bin" "$root/check_kmod" || exit 1
+fi
 if [ -n "${EP_KMOD_SUITES:-}" ]; then
 	mkdir -p "$root/suites" "$root/src" || exit 1
 	for t in "$EP_KMOD_SUITES"/*; do
@@ -165,7 +176,8 @@ ck_mult=1
 sed -e "s|@USER_LIMIT@|$user_limit|g" -e "s|@GUEST_TIMEOUT@|$((timeout - 30))|g" \
 	-e "s|@CK_MULT@|$ck_mult|g" -e "s|@SUITE_TIMEOUT@|${EP_KMOD_SUITE_TIMEOUT:-300}|g" \
 	"$srcdir/tests/kmod/init.in" >"$root/init" || exit 1
-chmod 755 "$root/init" "$root/check_kmod" "$root/bin/busybox"
+chmod 755 "$root/init" "$root/bin/busybox"
+[ "$suites_only" = 1 ] || chmod 755 "$root/check_kmod"
 initrd=$work/initrd.gz
 (cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) | gzip -1 >"$initrd" ||
 	fail "cannot make the initramfs"
@@ -298,6 +310,10 @@ while read -r line; do say "$line"; done <"$work/summary"
 result=$(sed -n 's/^EXECPACK-KMOD-RESULT rc=\([0-9]*\).*/\1/p' "$work/console.log" | tail -n 1)
 if [ "$qrc" -eq 124 ]; then
 	fail "qemu timed out after ${timeout}s (see $log)"
+fi
+if [ "$suites_only" = 1 ] && grep -q ':test-result: FAIL' "$work"/suites/*.trs 2>/dev/null; then
+	fail "$(grep -l ':test-result: FAIL' "$work"/suites/*.trs | sed 's|.*/||; s|\.trs$||' |
+		tr '\n' ' ')failed (see $log)"
 fi
 case $result in
 0) say "PASS: check-kmod ($accel, ${elapsed}s)"; exit 0 ;;
