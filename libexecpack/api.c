@@ -147,7 +147,7 @@ EP_API int ep_finalize(struct ep_pool *pool, void *exec)
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	ON_OWNER(pool, exec, ep__heap_finalize(pool_, exec));
+	ON_OWNER(pool, exec, ep__heap_finalize(pool_, pack_, exec));
 }
 
 EP_API int ep_free(struct ep_pool *pool, void *exec)
@@ -170,7 +170,7 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 		if (rc <= 0)
 			return rc;
 	}
-	return ep__heap_free(h, exec);
+	return ep__heap_free(h, pack, exec);
 }
 
 EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size)

@@ -418,7 +418,7 @@ static int refill(struct ep__heap *h, struct ep__alloc *a)
 	return rc;
 }
 
-int ep__heap_finalize(struct ep__heap *h, void *exec)
+int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec)
 {
 	if (!h || !exec)
 		return -EINVAL;
@@ -427,7 +427,7 @@ int ep__heap_finalize(struct ep__heap *h, void *exec)
 	struct ep__alloc view;
 
 	ep__lock(&h->lock);
-	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
+	struct ep__alloc *a = ep__alloc_exact(h, hint, exec, &view);
 
 	if (!a || !a->staging) {
 		rc = -EINVAL; /* not live, or finalized already */
@@ -454,7 +454,7 @@ out:
 	return rc;
 }
 
-int ep__heap_free(struct ep__heap *h, void *exec)
+int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 {
 	if (!h || !exec)
 		return -EINVAL;
@@ -463,7 +463,7 @@ int ep__heap_free(struct ep__heap *h, void *exec)
 	struct ep__alloc view;
 
 	ep__lock(&h->lock);
-	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
+	struct ep__alloc *a = ep__alloc_exact(h, hint, exec, &view);
 
 	if (!a || (rc = alloc_enter(a))) {
 		rc = -EINVAL;
@@ -522,7 +522,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 	struct ep__alloc view;
 
 	ep__lock(&h->lock);
-	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
+	struct ep__alloc *a = ep__alloc_exact(h, NULL, exec, &view);
 
 	if (!a || size > a->reserved - a->offset) {
 		rc = -EINVAL; /* not live, or a size it never had: never grows */
@@ -577,7 +577,7 @@ static int with_record(struct ep__heap *h, void *exec,
 	int rc;
 
 	ep__lock(&h->lock);
-	struct ep__alloc *a = ep__alloc_exact(h, exec, &view);
+	struct ep__alloc *a = ep__alloc_exact(h, NULL, exec, &view);
 
 	if (!a || (rc = alloc_enter(a))) {
 		rc = -EINVAL;

@@ -15,8 +15,9 @@ struct ep__heap *ep__heap_clone(const struct ep__heap *first);
 void ep__heap_destroy(struct ep__heap *h);
 int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out);
 int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len);
-int ep__heap_finalize(struct ep__heap *h, void *exec);
-int ep__heap_free(struct ep__heap *h, void *exec);
+/* (hint: the pack route.h named for exec, or NULL: ep__alloc_exact()) */
+int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec);
+int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec);
 int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size);
 int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name);
 int ep__heap_set_unwind(struct ep__heap *h, void *exec, int kind, size_t prologue, size_t frame);

@@ -26,7 +26,10 @@ size_t ep__alloc_end(const struct ep__pack *p, size_t pos);
  * be filled in and returned (a view: no record). */
 struct ep__alloc *ep__alloc_containing(const struct ep__heap *h, uintptr_t addr,
 				       struct ep__alloc *v);
-/* The live allocation ep_alloc() returned as exec, or NULL; may be *v. */
-struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, const void *exec, struct ep__alloc *v);
+/* The live allocation ep_alloc() returned as exec, or NULL; may be *v.
+ * p: the pack route.h named for exec, read without the lock, or NULL (a
+ * hint, checked). */
+struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct ep__pack *p, const void *exec,
+				     struct ep__alloc *v);
 
 #endif /* EP_LOOKUP_H */
