@@ -186,7 +186,7 @@ int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *
 			*pos = ff;
 			return 0;
 		}
-		size_t longest, at;
+		size_t longest = 0, at;
 
 		ep__fit_flush(&p->fit, p->used);
 		if ((at = ep__fit_find(&p->fit, p->used, n, &longest)) >= p->fit.nbits) {
