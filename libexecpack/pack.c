@@ -160,7 +160,10 @@ fail:
  * and that pack's summary (bitmap.h) the lowest fitting run, however
  * fragmented the pack is.
  */
-int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *pos)
+/* (out of line even with link-time optimization: make bench-instructions
+ * counts first fit by this name) */
+__attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
+					    struct ep__pack **outp, size_t *pos)
 {
 	unsigned gen = ep__fork_generation();
 	size_t slot;
