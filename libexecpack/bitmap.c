@@ -257,6 +257,35 @@ static void leaf_update(struct ep__fit *fit, const uint64_t *map, size_t i)
 	fit->pre[i] = pre;
 }
 
+void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
+{
+	size_t i = pos / 64;
+
+	if (n == 0 || i != (pos + n - 1) / 64 || ep__bitmap_test(fit->dirty, i)) {
+		ep__fit_mark(fit, pos, n);
+		return;
+	}
+	uint64_t w = leaf_word(fit, map, i);
+	size_t b = pos % 64, e = b + n;
+	/* the run the clear bits are part of: from past the set bit below
+	 * them to the set bit above them */
+	uint64_t below = b ? w << (64 - b) : 0, above = e < 64 ? w >> e : 0;
+	size_t lo = b - (below ? (size_t)__builtin_clzll(below) : b);
+	size_t hi = e + (above ? (size_t)__builtin_ctzll(above) : 64 - e);
+	uint8_t pre = (uint8_t)pre_of(w);
+
+	if (hi - lo > fit->run[i])
+		fit->run[i] = (uint8_t)(hi - lo);
+	set_reach(fit, i, reach_of(fit, map, i, w));
+	if (i && pre != fit->pre[i]) {
+		uint64_t prev = leaf_word(fit, map, i - 1);
+
+		if ((int64_t)prev >= 0 && !ep__bitmap_test(fit->dirty, i - 1))
+			set_reach(fit, i - 1, reach_of(fit, map, i - 1, prev));
+	}
+	fit->pre[i] = pre;
+}
+
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
 {
 	if (fit->ndirty <= EP__FIT_LIST) {

@@ -158,6 +158,11 @@ static inline void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
 	else
 		ep__fit_mark_leaf(fit, leaf);
 }
+/* The same as ep__fit_mark() after bits [pos, pos+n) were cleared; a
+ * word with no other change pending is brought up to date at once,
+ * without recomputing its longest run: a clear makes one run longer and
+ * leaves the others as they were. */
+void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 void ep__fit_flush(struct ep__fit *fit, const uint64_t *map);
 /* Longest clear run anywhere in the map. */
 size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map);

@@ -217,7 +217,7 @@ START_TEST(test_fit_tree_vs_model)
 				if (start + len > nbits)
 					len = nbits - start;
 				ep__bitmap_clear(map, start, len);
-				ep__fit_mark(&fit, start, len);
+				ep__fit_mark_clear(&fit, map, start, len);
 				for (size_t k = 0; k < len; k++)
 					model[start + k] = false;
 			}
@@ -280,7 +280,7 @@ START_TEST(test_fit_big_vs_model)
 			size_t len = 1 + rnd(&seed) % 100;
 
 			ep__bitmap_clear(map, at, len);
-			ep__fit_mark(&fit, at, len);
+			ep__fit_mark_clear(&fit, map, at, len);
 			memset(model + at, 0, len);
 		}
 	}
