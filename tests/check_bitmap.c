@@ -217,7 +217,12 @@ START_TEST(test_fit_tree_vs_model)
 				if (start + len > nbits)
 					len = nbits - start;
 				ep__bitmap_clear(map, start, len);
-				ep__fit_mark_clear(&fit, map, start, len);
+				/* (the plain mark too: the pool's path for a clear
+				 * across words) */
+				if (rnd(&seed) % 4)
+					ep__fit_mark_clear(&fit, map, start, len);
+				else
+					ep__fit_mark(&fit, start, len);
 				for (size_t k = 0; k < len; k++)
 					model[start + k] = false;
 			}
