@@ -9,7 +9,7 @@
 
 #include "types.h"
 
-#define EP__COMMIT_FIRST ((size_t)16 << 10) /* a new pack's prefix */
+#define EP__COMMIT_FIRST ((size_t)4 << 10)  /* a new pack's prefix: a page */
 #define EP__COMMIT_STEP ((size_t)64 << 10)  /* the least it grows by */
 /* Map p's region and commit its first part, room for n chunks at least;
  * sets p->nchunks. */

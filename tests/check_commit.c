@@ -26,10 +26,10 @@ static size_t page(void)
 	return (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* A new pack's first commit: 16 KiB in whole pages (ep_pool_stats(3)). */
+/* A new pack's first commit: one page (ep_pool_stats(3)). */
 static size_t first_commit(void)
 {
-	return ((size_t)16 << 10) + page() - 1 - (((size_t)16 << 10) + page() - 1) % page();
+	return page();
 }
 
 static struct ep_pool *memfd_pool(ep_fill_fn fill, void *ctx)

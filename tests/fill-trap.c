@@ -104,8 +104,8 @@ int main(void)
 		offs[n++] = o;
 	offs[n++] = 128;
 	offs[n++] = 256 - STEP;
-	offs[n++] = 4096;       /* a free chunk of the same pack */
-	offs[n++] = 4096 + STEP;
+	offs[n++] = 1024;       /* a free chunk of the same pack (its first page) */
+	offs[n++] = 1024 + STEP;
 	for (int i = 0; i < n; i++) {
 		int sig = jump_in_child(base + offs[i]);
 
