@@ -46,16 +46,17 @@ static size_t commit_first(const struct ep__heap *h, size_t n)
 
 /*
  * How much a prefix of have bytes grows by: doubling up to
- * EP__COMMIT_STEP, then that step while it is small, an eighth of it after.  Doubling would leave up to half of
- * a pool's last pack committed and unused; an eighth keeps that small, in
- * about twenty steps to a whole 2 MiB pack, each an mprotect() and a
- * rebuilt first-fit summary, taken only when first fit finds no room.
+ * EP__COMMIT_STEP, then that step while it is small, an eighth of it
+ * after.  Doubling all the way would leave up to half of a pool's last
+ * pack committed and unused; an eighth keeps that small, in about twenty
+ * steps to a whole 2 MiB pack, each an mprotect() and a rebuilt first-fit
+ * summary, taken only when first fit finds no room.
  */
 static size_t grow_step(size_t have)
 {
 	if (have / 8 > EP__COMMIT_STEP)
 		return have / 8;
-	return have < EP__COMMIT_STEP ? have : EP__COMMIT_STEP; /* (never more than double) */
+	return have < EP__COMMIT_STEP ? have : EP__COMMIT_STEP;
 }
 
 #ifndef PR_GET_MDWE
