@@ -151,64 +151,127 @@ static uint8_t run_in(uint64_t w)
 
 /* reach[i]: the longest run starting in word i (w) and ending in it or in
  * the next word, at most 64.  With the word's top bit set no run goes on
- * into the next word, and reach is the word's own run. */
-static size_t reach_of(const struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w)
+ * into the next word, and reach is the word's own run.  Where it does,
+ * pre[i + 1] keeps the next word's clear bits that it counted: a free
+ * that changes them recomputes this reach (word_changed()). */
+static size_t reach_of(struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w)
 {
 	size_t r = fit->run[i];
 
 	if ((int64_t)w >= 0 && i + 1 < fit->nwords) {
-		size_t c = suf_of(w) + pre_of(leaf_word(fit, map, i + 1));
+		size_t pre = pre_of(leaf_word(fit, map, i + 1)), c = suf_of(w) + pre;
 
+		fit->pre[i + 1] = (uint8_t)pre;
 		if (c > r)
 			r = c;
 	}
 	return r > EP__FIT_MAX ? EP__FIT_MAX : r;
 }
 
-/* reach[i] becomes b: bit i set in ge(a+1..b), or cleared in ge(b+1..a). */
+/* ---- the tree of byte maxima: SWAR over 8 entries at a time ----
+ * Entries are at most 64, so with each byte's top bit forced on a
+ * subtraction of another byte (or of n) never borrows from its
+ * neighbour, and the top bit then says which was larger. */
+#define ONES 0x0101010101010101ull
+#define HIGH 0x8080808080808080ull
+
+static inline uint64_t lane(const uint8_t *p)
+{
+	uint64_t x;
+
+	memcpy(&x, p, sizeof(x));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	return x;
+}
+
+/* Bytewise maximum of two lanes. */
+static inline uint64_t lane_max(uint64_t x, uint64_t y)
+{
+	uint64_t ge = (((x | HIGH) - y) & HIGH) >> 7; /* 1 where x >= y */
+	uint64_t m = ge * 0xff;
+
+	return (x & m) | (y & ~m);
+}
+
+/* Largest of the 8 entries of a node. */
+static inline uint8_t node_max(const uint8_t *p)
+{
+	uint64_t x = lane(p);
+
+	x = lane_max(x, x >> 32);
+	x = lane_max(x, x >> 16);
+	x = lane_max(x, x >> 8);
+	return (uint8_t)x;
+}
+
+/* The first entry at or after from, up to the end of from's node, that is
+ * at least n (1 <= n <= 64); SIZE_MAX when none. */
+static inline size_t node_find(const uint8_t *lv, size_t from, size_t n)
+{
+	size_t at = from & ~(size_t)7;
+	uint64_t hit = ((lane(lv + at) | HIGH) - ONES * n) & HIGH & (~(uint64_t)0 << (from % 8 * 8));
+
+	return hit ? at + (size_t)__builtin_ctzll(hit) / 8 : SIZE_MAX;
+}
+
+/* reach[i] becomes b; each level above changes only while the maximum of
+ * the node it stands for changes. */
 static void set_reach(struct ep__fit *fit, size_t i, size_t b)
 {
-	size_t a = fit->reach[i], gw = fit->gw, sw = fit->sw;
+	size_t a = fit->reach[i];
 
 	if (a == b)
 		return;
 	fit->reach[i] = (uint8_t)b;
-	uint64_t bit = (uint64_t)1 << (i % 64), sbit = (uint64_t)1 << (i / 64 % 64);
-	uint64_t *g = fit->ge + i / 64, *sum = fit->ge_sum + i / 64 / 64;
+	for (size_t k = 1; k < fit->nlevels; k++) {
+		size_t j = i / 8, old = fit->level[k][j], now;
 
-	if (b > a) {
-		for (size_t t = a; t < b; t++) {
-			g[t * gw] |= bit;
-			sum[t * sw] |= sbit;
-		}
-		return;
+		if (b >= old)
+			now = b;
+		else if (a == old)
+			now = node_max(fit->level[k - 1] + j * 8); /* the maximum fell */
+		else
+			now = old;
+		if (now == old)
+			return;
+		fit->level[k][j] = (uint8_t)now;
+		a = old;
+		b = now;
+		i = j;
 	}
-	for (size_t t = b; t < a; t++)
-		if (!(g[t * gw] &= ~bit))
-			sum[t * sw] &= ~sbit;
 }
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 {
 	size_t words = EP__BITMAP_WORDS(nbits) ? EP__BITMAP_WORDS(nbits) : 1;
-	size_t gw = EP__BITMAP_WORDS(words), sw = EP__BITMAP_WORDS(gw);
-	size_t bwords = (size_t)EP__FIT_MAX * (gw + sw) + gw;
-	size_t bytes = bwords * sizeof(uint64_t) + 3 * words;
+	size_t bytes = 2 * words, n = (words + 7) / 8 * 8;
 
 	memset(fit, 0, sizeof(*fit));
+	for (;;) {
+		if (fit->nlevels == EP__FIT_LEVELS)
+			return -1;
+		fit->len[fit->nlevels++] = n;
+		bytes += n;
+		if (n == 8)
+			break;
+		n = (n / 8 + 7) / 8 * 8;
+	}
 	fit->nbits = nbits;
 	fit->nwords = words;
-	fit->gw = gw;
-	fit->sw = sw;
-	/* one block: ge, ge_sum, dirty, then the bytes per word */
-	fit->ge = calloc(1, bytes);
-	if (!fit->ge)
+	/* one block: the levels, then the bytes per word */
+	uint8_t *b = calloc(1, bytes);
+
+	if (!b)
 		return -1;
-	fit->ge_sum = fit->ge + EP__FIT_MAX * gw;
-	fit->dirty = fit->ge_sum + EP__FIT_MAX * sw;
-	fit->run = (uint8_t *)(fit->dirty + gw);
-	fit->pre = fit->run + words;
-	fit->reach = fit->pre + words;
+	for (size_t k = 0; k < fit->nlevels; k++) {
+		fit->level[k] = b;
+		b += fit->len[k];
+	}
+	fit->reach = fit->level[0];
+	fit->run = b;
+	fit->pre = b + words;
 	for (size_t i = 0; i < words; i++) {
 		uint64_t w = leaf_word(fit, map, i);
 
@@ -222,31 +285,18 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 
 void ep__fit_destroy(struct ep__fit *fit)
 {
-	free(fit->ge);
+	free(fit->level[0]);
 	memset(fit, 0, sizeof(*fit));
 }
 
-void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n)
+/* Word i's reach is recomputed from run[i]; the previous word's too when
+ * a run of that one may continue into word i and the clear bits word i
+ * starts with are not as many as when that reach was last computed
+ * (pre[i]). */
+static void word_changed(struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w)
 {
-	if (n == 0)
-		return;
-	size_t lo = pos / 64, hi = (pos + n - 1) / 64;
-
-	for (size_t i = lo; i <= hi; i++)
-		ep__fit_mark_leaf(fit, i);
-}
-
-/* Word i changed: its run, its reach and the previous word's, when a run
- * of that one may continue into it and the clear bits word i starts with
- * are not as many as when that reach was last computed (pre[i]).  A
- * previous word still to be flushed is right once its own turn comes, in
- * whichever order. */
-static void leaf_update(struct ep__fit *fit, const uint64_t *map, size_t i)
-{
-	uint64_t w = leaf_word(fit, map, i);
 	uint8_t pre = (uint8_t)pre_of(w);
 
-	fit->run[i] = run_in(w);
 	set_reach(fit, i, reach_of(fit, map, i, w));
 	if (i && pre != fit->pre[i]) {
 		uint64_t prev = leaf_word(fit, map, i - 1);
@@ -257,12 +307,24 @@ static void leaf_update(struct ep__fit *fit, const uint64_t *map, size_t i)
 	fit->pre[i] = pre;
 }
 
+void ep__fit_mark(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
+{
+	if (n == 0)
+		return;
+	for (size_t i = pos / 64, hi = (pos + n - 1) / 64; i <= hi; i++) {
+		uint64_t w = leaf_word(fit, map, i);
+
+		fit->run[i] = run_in(w);
+		word_changed(fit, map, i, w);
+	}
+}
+
 void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
 {
 	size_t i = pos / 64;
 
-	if (n == 0 || i != (pos + n - 1) / 64 || ep__bitmap_test(fit->dirty, i)) {
-		ep__fit_mark(fit, pos, n);
+	if (n == 0 || i != (pos + n - 1) / 64) {
+		ep__fit_mark(fit, map, pos, n);
 		return;
 	}
 	uint64_t w = leaf_word(fit, map, i);
@@ -272,67 +334,30 @@ void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, si
 	uint64_t below = b ? w << (64 - b) : 0, above = e < 64 ? w >> e : 0;
 	size_t lo = b - (below ? (size_t)__builtin_clzll(below) : b);
 	size_t hi = e + (above ? (size_t)__builtin_ctzll(above) : 64 - e);
-	uint8_t pre = (uint8_t)pre_of(w);
 
 	if (hi - lo > fit->run[i])
 		fit->run[i] = (uint8_t)(hi - lo);
-	set_reach(fit, i, reach_of(fit, map, i, w));
-	if (i && pre != fit->pre[i]) {
-		uint64_t prev = leaf_word(fit, map, i - 1);
-
-		if ((int64_t)prev >= 0 && !ep__bitmap_test(fit->dirty, i - 1))
-			set_reach(fit, i - 1, reach_of(fit, map, i - 1, prev));
-	}
-	fit->pre[i] = pre;
-}
-
-void ep__fit_flush(struct ep__fit *fit, const uint64_t *map)
-{
-	if (fit->ndirty <= EP__FIT_LIST) {
-		for (size_t k = 0; k < fit->ndirty; k++) {
-			size_t i = fit->list[k];
-
-			fit->dirty[i / 64] &= ~((uint64_t)1 << (i % 64));
-			leaf_update(fit, map, i);
-		}
-		fit->ndirty = 0;
-		return;
-	}
-	for (size_t dw = 0; dw < fit->gw; dw++) {
-		uint64_t d = fit->dirty[dw];
-
-		fit->dirty[dw] = 0;
-		for (; d; d &= d - 1)
-			leaf_update(fit, map, dw * 64 + (size_t)__builtin_ctzll(d));
-	}
-	fit->ndirty = 0;
+	word_changed(fit, map, i, w);
 }
 
 /* The lowest word i >= from whose reach is at least n (1 <= n <= 64), or
- * nwords: in ge(n), then in its summary past that word. */
+ * nwords: up the tree from from's node until a node holds one, then down
+ * to its first such leaf (a node's maximum is exact, so each step down
+ * finds one). */
 static size_t first_reach(const struct ep__fit *fit, size_t from, size_t n)
 {
-	const uint64_t *g = fit->ge + (n - 1) * fit->gw, *sum = fit->ge_sum + (n - 1) * fit->sw;
+	size_t k = 0, at;
 
 	if (from >= fit->nwords)
 		return fit->nwords;
-	size_t w = from / 64;
-	uint64_t x = g[w] & (~(uint64_t)0 << (from % 64));
-
-	if (x)
-		return w * 64 + (size_t)__builtin_ctzll(x);
-	if (++w >= fit->gw)
-		return fit->nwords;
-	size_t s = w / 64;
-	uint64_t y = sum[s] & (~(uint64_t)0 << (w % 64));
-
-	while (!y) {
-		if (++s >= fit->sw)
+	while ((at = node_find(fit->level[k], from, n)) == SIZE_MAX) {
+		from = from / 8 + 1;
+		if (++k == fit->nlevels || from >= fit->len[k])
 			return fit->nwords;
-		y = sum[s];
 	}
-	w = s * 64 + (size_t)__builtin_ctzll(y);
-	return w * 64 + (size_t)__builtin_ctzll(g[w]);
+	while (k--)
+		at = node_find(fit->level[k], at * 8, n);
+	return at < fit->nwords ? at : fit->nwords;
 }
 
 /* Lowest p with bits p..p+n-1 of w all clear (1 <= n <= 64), or 64: shift
@@ -372,59 +397,53 @@ static size_t find_long(const struct ep__fit *fit, const uint64_t *map, size_t n
 	return fit->nbits;
 }
 
-/* Whether some word's reach is at least n. */
-static bool any_reach(const struct ep__fit *fit, size_t n)
-{
-	const uint64_t *sum = fit->ge_sum + (n - 1) * fit->sw;
-
-	for (size_t s = 0; s < fit->sw; s++)
-		if (sum[s])
-			return true;
-	return false;
-}
-
-/* The largest reach of all, at most 64: ge(n) shrinks as n grows, so by
- * bisection. */
+/* The largest reach of all, at most 64: the top node's maximum. */
 static size_t top_max(const struct ep__fit *fit)
 {
-	size_t lo = 0, hi = EP__FIT_MAX; /* any_reach(lo) (or lo == 0), !any_reach(hi + 1) */
-
-	while (lo < hi) {
-		size_t mid = (lo + hi + 1) / 2;
-
-		if (any_reach(fit, mid))
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
+	return node_max(fit->level[fit->nlevels - 1]);
 }
 
-size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map)
+/* Word i's run and reach, exact again; its reach. */
+static size_t repair(struct ep__fit *fit, const uint64_t *map, size_t i)
 {
-	size_t top = top_max(fit), best;
+	uint64_t w = leaf_word(fit, map, i);
+	size_t r;
 
+	fit->run[i] = run_in(w);
+	set_reach(fit, i, r = reach_of(fit, map, i, w));
+	return r;
+}
+
+size_t ep__fit_longest(struct ep__fit *fit, const uint64_t *map)
+{
+	size_t top, best;
+
+	/* the largest reach, once a word that has it is exact */
+	while ((top = top_max(fit)) && repair(fit, map, first_reach(fit, 0, top)) != top)
+		;
 	if (top < EP__FIT_MAX)
-		return top; /* exact: a longer run would have a reach of 64 */
+		return top; /* a longer run would have a reach of 64 */
 	find_long(fit, map, SIZE_MAX, &best);
 	return best;
 }
 
-size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest)
+size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest)
 {
 	if (n >= 1 && n <= EP__FIT_MAX && n <= fit->nbits) {
-		size_t i = first_reach(fit, 0, n);
-
-		if (i < fit->nwords) {
+		for (size_t i = 0; (i = first_reach(fit, i, n)) < fit->nwords;) {
 			/* the lowest run inside word i, or else the one from its
 			 * top into the next word */
 			uint64_t w = leaf_word(fit, map, i);
-			size_t p = word_find_zeros(w, n);
+			size_t p = word_find_zeros(w, n), s = suf_of(w);
 
-			return i * 64 + (p < 64 ? p : 64 - suf_of(w));
+			if (p < 64)
+				return i * 64 + p;
+			if (s && i + 1 < fit->nwords && s + pre_of(leaf_word(fit, map, i + 1)) >= n)
+				return i * 64 + 64 - s;
+			repair(fit, map, i); /* taken from since: now below n */
 		}
 		if (longest)
-			*longest = top_max(fit); /* (below n, so exact) */
+			*longest = top_max(fit); /* (below n) */
 		return fit->nbits;
 	}
 	if (n > EP__FIT_MAX && n <= fit->nbits) {

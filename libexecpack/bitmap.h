@@ -102,71 +102,50 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
  * it keeps run[i], the longest clear run inside the word, and reach[i],
  * the longest clear run that starts in word i and ends in it or the next
  * one, capped at 64: the lowest word with reach >= n holds the first fit
- * of any n <= 64.  That word is found in one bitmap per n: bit i of
- * ge(n) is set while reach[i] >= n, and a bit per word of ge(n) says
- * which of its words are not zero, so a search is two or three
- * count-trailing-zeros, and a change of reach[i] from a to b flips bit i
- * in the |a - b| bitmaps between.  A run longer than 64 starts where
- * reach is 64, so those words are the only candidates for a larger
- * request.  After changing bits [pos, pos+n) of the map, call
- * ep__fit_mark() for that range, and ep__fit_flush() before a search.
+ * of any n <= 64.  That word is found in a tree of byte maxima with 8
+ * children a node: level 0 is reach, each level above holds the maximum
+ * of 8 entries of the one below, and the top level is one node.  A node
+ * is one 64-bit word, read at once (SWAR: "the first byte >= n" in four
+ * operations), so a 2 MiB pack (512 words, three levels) is searched in
+ * at most six such reads.  A change of reach[i] goes up the tree only
+ * while it changes a node's maximum.  A run longer than 64 starts
+ * where reach is 64, so those words are the only candidates for a larger
+ * request.
+ *
+ * Setting bits (an allocation) needs no update: every stored run and
+ * reach may be more than the map's, never less, and a search checks the
+ * word it lands on against the map, making a word found short exact and
+ * going on.  So each word an allocation shortened is recomputed at most
+ * once, and only if a search reaches it.  After clearing bits [pos,
+ * pos+n) (a free), call ep__fit_mark_clear(); ep__fit_mark() recomputes
+ * the words of a range exactly.
  */
-#define EP__FIT_MAX 64 /* reach is capped here: one bitmap per n in 1..64 */
-
-/* Dirty leaves listed for the flush (most changes touch one or two words;
- * beyond this many, the flush scans the dirty bitmap). */
-#define EP__FIT_LIST 8
+#define EP__FIT_MAX 64 /* reach is capped here */
+#define EP__FIT_LEVELS 12 /* 8^12 words: far past any pack */
 
 struct ep__fit {
 	size_t nbits;
 	size_t nwords;
-	size_t gw, sw;                    /* words of one ge(n), of its summary */
-	uint64_t *ge;                     /* ge(n) at ge + (n - 1) * gw */
-	uint64_t *ge_sum;                 /* its nonzero words at ge_sum + (n - 1) * sw */
-	uint8_t *run;                     /* per word */
-	uint8_t *pre;                     /* per word: its clear bits from bit 0 */
-	uint8_t *reach;                   /* per word */
-	uint64_t *dirty;                  /* words changed since the last flush */
-	size_t ndirty;
-	uint32_t list[EP__FIT_LIST];      /* the first dirty words */
+	size_t nlevels;                 /* the top one has 8 entries */
+	uint8_t *level[EP__FIT_LEVELS]; /* level[0] is reach; each padded to 8s */
+	size_t len[EP__FIT_LEVELS];     /* entries of each, a multiple of 8 */
+	uint8_t *run;                   /* per word */
+	uint8_t *pre;                   /* per word: its clear bits from bit 0 */
+	uint8_t *reach;                 /* level[0] */
 };
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits);
 void ep__fit_destroy(struct ep__fit *fit);
-/*
- * The summary is brought up to date lazily: ep__fit_mark() notes that bits
- * [pos, pos+n) of the map changed, ep__fit_flush() recomputes what they
- * touched.  A word changed many times between two searches is recomputed
- * once.  ep__fit_longest() and ep__fit_find() need a flushed summary.
- */
-static inline void ep__fit_mark_leaf(struct ep__fit *fit, size_t leaf)
-{
-	if (!ep__bitmap_test(fit->dirty, leaf)) {
-		fit->dirty[leaf / 64] |= (uint64_t)1 << (leaf % 64);
-		if (fit->ndirty < EP__FIT_LIST)
-			fit->list[fit->ndirty] = (uint32_t)leaf;
-		fit->ndirty++;
-	}
-}
-void ep__fit_mark_far(struct ep__fit *fit, size_t pos, size_t n);
-static inline void ep__fit_mark(struct ep__fit *fit, size_t pos, size_t n)
-{
-	size_t leaf = pos / 64;
-
-	if (n == 0 || leaf != (pos + n - 1) / 64)
-		ep__fit_mark_far(fit, pos, n);
-	else
-		ep__fit_mark_leaf(fit, leaf);
-}
-/* The same as ep__fit_mark() after bits [pos, pos+n) were cleared; a
- * word with no other change pending is brought up to date at once,
- * without recomputing its longest run: a clear makes one run longer and
- * leaves the others as they were. */
+/* Bits [pos, pos+n) of the map changed: their words made exact. */
+void ep__fit_mark(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
+/* The same after bits [pos, pos+n) were cleared: inside one word, without
+ * recomputing the word's longest run (a clear makes one run longer and
+ * leaves the others as they were). */
 void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
-void ep__fit_flush(struct ep__fit *fit, const uint64_t *map);
-/* Longest clear run anywhere in the map. */
-size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map);
+/* Longest clear run anywhere in the map (exact). */
+size_t ep__fit_longest(struct ep__fit *fit, const uint64_t *map);
 /* Lowest index of a run of n clear bits (first fit); nbits when none, and
- * then, where longest is not NULL, the longest clear run in *longest. */
-size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest);
+ * then, where longest is not NULL, a bound below n (or, for n > 64 or past
+ * the map, at least the longest) on the longest clear run in *longest. */
+size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest);
 #endif /* EP_BITMAP_H */

@@ -191,7 +191,6 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 		}
 		size_t longest = 0, at;
 
-		ep__fit_flush(&p->fit, p->used);
 		if ((at = ep__fit_find(&p->fit, p->used, n, &longest)) >= p->fit.nbits) {
 			ep__fits_set(h, slot, (uint32_t)longest);
 			continue;
@@ -225,7 +224,7 @@ void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
 	ep__bitmap_set(p->used, pos, n);
 	ep__pack_write_end(p);
 	ep__st_born(p, pos); /* (a record from the start: ep__heap_alloc() gives it one) */
-	ep__fit_mark(&p->fit, pos, n);
+	/* (the first-fit summary may overstate what is free: bitmap.h) */
 	if (pos == p->first_free)
 		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
 	p->free_chunks -= n;
