@@ -3,10 +3,11 @@
 # bench-instructions.sh - instructions per op of workload 10's churn, for
 # `make bench-instructions`.
 #
-# Runs tests/bench-ops under callgrind for libexecpack and for the floor
-# (LIVE live programs, OPS free + JIT pairs counted after as many
-# uncounted), and prints instructions per op for each, their ratio, and
-# first fit's share: the inclusive cost of ep__pack_find.
+# Runs tests/bench-ops under callgrind for libexecpack, for the floor and
+# for the floor staged as ep_alloc() stages code (LIVE live programs, OPS
+# free + JIT pairs counted after as many uncounted), and prints
+# instructions per op for each, the ratios, and first fit's share: the
+# inclusive cost of ep__pack_find.
 #
 # Usage: bench-instructions.sh BENCH-OPS [LIVE [OPS]]   (10000, 20000)
 set -u
@@ -38,7 +39,7 @@ total() {
 	awk '/^(summary|totals):/ { print $2; exit }' "$1"
 }
 
-for who in execpack floor; do
+for who in execpack floor staged; do
 	if ! valgrind --tool=callgrind --toggle-collect=run_ops \
 		--callgrind-out-file="$tmp/$who.out" "$prog" "$who" "$live" "$ops" \
 		>"$tmp/$who.log" 2>&1; then
@@ -52,6 +53,7 @@ done
 
 ep=$(total "$tmp/execpack.out")
 fl=$(total "$tmp/floor.out")
+st=$(total "$tmp/staged.out")
 if [ -z "$ep" ] || [ -z "$fl" ] || [ "$ep" = 0 ] || [ "$fl" = 0 ]; then
 	echo "bench-instructions: no instructions collected in run_ops" >&2
 	exit 1
@@ -64,10 +66,14 @@ find=$(callgrind_annotate --inclusive=yes --auto=no "$tmp/execpack.out" |
 		END { if (m) print m }')
 
 echo "instructions per free + JIT pair, $live live programs, $ops ops counted (callgrind)"
-awk -v ep="$ep" -v fl="$fl" -v ops="$ops" 'BEGIN {
+awk -v ep="$ep" -v fl="$fl" -v st="${st:-0}" -v ops="$ops" 'BEGIN {
 	printf "  %-34s %10.0f\n", "execpack", ep / ops
 	printf "  %-34s %10.0f\n", "floor", fl / ops
 	printf "  %-34s %9.2fx\n", "execpack / floor", ep / fl
+	if (st > 0) {
+		printf "  %-34s %10.0f\n", "staged floor (ep_alloc()'"'"'s copy)", st / ops
+		printf "  %-34s %9.2fx\n", "execpack / staged", ep / st
+	}
 }'
 if [ -n "$find" ]; then
 	awk -v f="$find" -v ops="$ops" -v fn="$find_fn" 'BEGIN {

@@ -8,15 +8,18 @@
  * finalize), on libexecpack or on the floor of bench-suite's struct Floor
  * (one memfd mapped RW and RX, slots bumped, freed ones on a LIFO list per
  * 64-byte class, the code written through the RW view, a freed slot
- * refilled with traps); execpack is a pool of the memfd backend.  An
+ * refilled with traps), or on that floor staged as ep_alloc() stages code
+ * (written into a private buffer of traps, then copied through the RW
+ * view); execpack is a pool of the memfd backend.  An
  * untimed warm-up of OPS ops comes first; the counted ops run in run_ops()
  * alone, which callgrind collects (--toggle-collect=run_ops).  Every live
  * program is checked at the end.
  *
- * Usage: bench-ops execpack|floor LIVE OPS
+ * Usage: bench-ops execpack|floor|staged LIVE OPS
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,24 +102,46 @@ static void floor_init(void)
 	close(fd);
 }
 
+/* staged: the floor plus what ep_alloc()'s contract adds, the code written
+ * into a private buffer of traps and then copied through the RW view */
+static int staged;
+static unsigned char stage[2048];
+
+/* A slot of class c (c + 1 chunks): the last freed one, or a new one
+ * whose tail past len gets traps unless tail is false. */
+static inline unsigned char *floor_slot(size_t c, size_t len, bool tail)
+{
+	if (fl.nfree[c])
+		return fl.rw + (size_t)fl.free[c][--fl.nfree[c]] * CHUNK;
+
+	size_t step = (c + 1) * CHUNK;
+	unsigned char *at = fl.rw + fl.top;
+
+	if (fl.top + step > FLOOR_SIZE)
+		die("floor", ENOMEM);
+	fl.cls[fl.top / CHUNK] = (uint8_t)c;
+	fl.top += step;
+	if (tail)
+		memset(at + len, 0xcc, step - len);
+	return at;
+}
+
 static void *floor_put(size_t len, uint32_t imm)
 {
-	size_t c = (len + CHUNK - 1) / CHUNK - 1;
-	unsigned char *at;
+	unsigned char *at = floor_slot((len + CHUNK - 1) / CHUNK - 1, len, true);
 
-	if (fl.nfree[c]) {
-		at = fl.rw + (size_t)fl.free[c][--fl.nfree[c]] * CHUNK;
-	} else {
-		size_t step = (c + 1) * CHUNK;
-
-		if (fl.top + step > FLOOR_SIZE)
-			die("floor", ENOMEM);
-		at = fl.rw + fl.top;
-		fl.cls[fl.top / CHUNK] = (uint8_t)c;
-		fl.top += step;
-		memset(at + len, 0xcc, step - len);
-	}
 	emit(at, len, imm);
+	return fl.rx + (at - fl.rw);
+}
+
+static void *staged_put(size_t len, uint32_t imm)
+{
+	size_t c = (len + CHUNK - 1) / CHUNK - 1, step = (c + 1) * CHUNK;
+	unsigned char *at = floor_slot(c, len, false);
+
+	memset(stage, 0xcc, step);
+	emit(stage, len, imm);
+	memcpy(at, stage, step);
 	return fl.rx + (at - fl.rw);
 }
 
@@ -178,7 +203,8 @@ static inline void one_op(struct prog *live, const struct op *o)
 		ep_drop(pr->p);
 	pr->len = o->len;
 	pr->imm = o->imm;
-	pr->p = use_floor ? floor_put(pr->len, pr->imm) : ep_put(pr->len, pr->imm);
+	pr->p = staged ? staged_put(pr->len, pr->imm)
+		: use_floor ? floor_put(pr->len, pr->imm) : ep_put(pr->len, pr->imm);
 }
 
 /* What callgrind counts: n free + JIT pairs, nothing else. */
@@ -194,13 +220,15 @@ int main(int argc, char **argv)
 	struct prog *live;
 	struct op *ops;
 
-	if (argc != 4 || (strcmp(argv[1], "execpack") && strcmp(argv[1], "floor")) ||
+	if (argc != 4 ||
+	    (strcmp(argv[1], "execpack") && strcmp(argv[1], "floor") && strcmp(argv[1], "staged")) ||
 	    (nlive = atol(argv[2])) < 1 || (nops = atol(argv[3])) < 1 || nlive > 1000000 ||
 	    nops > 100000000) {
-		fprintf(stderr, "usage: %s execpack|floor LIVE OPS\n", argv[0]);
+		fprintf(stderr, "usage: %s execpack|floor|staged LIVE OPS\n", argv[0]);
 		return 2;
 	}
-	use_floor = !strcmp(argv[1], "floor");
+	staged = !strcmp(argv[1], "staged");
+	use_floor = staged || !strcmp(argv[1], "floor");
 	memset(tmpl, 0x90, sizeof(tmpl));
 	tmpl[0] = 0xb8;
 	tmpl[5] = 0xc3;
@@ -237,8 +265,9 @@ int main(int argc, char **argv)
 					"include the library's Valgrind paths\n");
 	}
 	for (long i = 0; i < nlive; i++)
-		live[i].p = use_floor ? floor_put(live[i].len, live[i].imm)
-				      : ep_put(live[i].len, live[i].imm);
+		live[i].p = staged      ? staged_put(live[i].len, live[i].imm)
+			    : use_floor ? floor_put(live[i].len, live[i].imm)
+					: ep_put(live[i].len, live[i].imm);
 	/* (not a function like run_ops: the compiler would fold the two into one) */
 	for (long i = 0; i < nops; i++)
 		one_op(live, &ops[i]);
