@@ -181,9 +181,15 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 			continue;
 		}
 		/* No chunk below first_free is free, so a long enough run that
-		 * starts there is the first fit: no need to consult the tree. */
+		 * starts there is the first fit: no need to consult the tree.
+		 * (A take there leaves it just past the chunks taken, without
+		 * a scan over the full words after them, which at 300,000
+		 * live cost cache misses; it moves on here, where a free
+		 * below has often made the scan needless.) */
 		size_t ff = p->first_free;
 
+		if (ff < p->nchunks && ep__bitmap_test(p->used, ff))
+			p->first_free = ff = ep__bitmap_next_zero(p->used, p->nchunks, ff);
 		if (n <= p->nchunks - ff && ep__bitmap_next_set(p->used, ff + n, ff) >= ff + n) {
 			*outp = p;
 			*pos = ff;
@@ -226,7 +232,8 @@ void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
 	ep__st_born(p, pos); /* (a record from the start: ep__heap_alloc() gives it one) */
 	/* (the first-fit summary may overstate what is free: bitmap.h) */
 	if (pos == p->first_free)
-		p->first_free = ep__bitmap_next_zero(p->used, p->nchunks, pos + n);
+		p->first_free = pos + n; /* a bound: the next search moves it on,
+					   unless a free below comes first */
 	p->free_chunks -= n;
 	ep__tally(&h->tally.used_in, n * CHUNK);
 }
