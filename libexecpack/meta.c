@@ -69,6 +69,12 @@ void *ep__meta_get(size_t size)
 
 		if (m == MAP_FAILED)
 			goto out; /* (the rest of the old stretch stays unused) */
+		/* where transparent huge pages are "always" (the default of
+		 * many kernels), the first table written would make a whole
+		 * huge page of the stretch resident: 2 MiB, or 32 MiB with
+		 * 16 KiB pages.  (Without THP in the kernel this fails, and
+		 * there is nothing to do.) */
+		(void)madvise(m, len, MADV_NOHUGEPAGE);
 		g_at = m;
 		g_end = g_at + len;
 	}
