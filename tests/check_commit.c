@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -193,6 +194,21 @@ START_TEST(test_one_program_pss)
 }
 END_TEST
 
+/* Whether line is a mapping's first line in /proc/self/smaps; if so, its
+ * range, permissions, inode and name (past the spaces). */
+static bool smaps_mapping(const char *line, unsigned long *lo, unsigned long *hi, char perms[8],
+			  unsigned long *inode, const char **name)
+{
+	unsigned long off;
+	char dev[16];
+	int n;
+
+	if (sscanf(line, "%lx-%lx %7s %lx %15s %lu%n", lo, hi, perms, &off, dev, inode, &n) != 6)
+		return false;
+	*name = line + n + strspn(line + n, " ");
+	return true;
+}
+
 /* Pss of the process's private writable memory that no file backs (the
  * malloc heap, anonymous mappings: where the library keeps its tables),
  * in KiB. */
@@ -205,15 +221,10 @@ static long private_pss_kb(void)
 
 	ck_assert_ptr_nonnull(f);
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi, off, inode;
-		char dev[16];
-		int n;
+		unsigned long lo, hi, inode;
+		const char *name;
 
-		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu%n", &lo, &hi, perms, &off, dev, &inode,
-			   &n) == 6) {
-			const char *name = line + n;
-
-			name += strspn(name, " ");
+		if (smaps_mapping(line, &lo, &hi, perms, &inode, &name)) {
 			in = !strcmp(perms, "rw-p") && inode == 0 &&
 			     (*name == '\n' || !strncmp(name, "[heap]", 6));
 			continue;
@@ -312,15 +323,10 @@ START_TEST(test_tables_no_huge_pages)
 
 	ck_assert_ptr_nonnull(sm);
 	while (fgets(line, sizeof(line), sm)) {
-		unsigned long lo, hi, off, inode;
-		char dev[16];
-		int n;
+		unsigned long lo, hi, inode;
+		const char *name;
 
-		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu%n", &lo, &hi, perms, &off, dev, &inode,
-			   &n) == 6) {
-			const char *name = line + n;
-
-			name += strspn(name, " ");
+		if (smaps_mapping(line, &lo, &hi, perms, &inode, &name)) {
 			in = !strcmp(perms, "rw-p") && inode == 0 && *name == '\n' &&
 			     hi - lo == ((unsigned long)64 << 20);
 			stretches += in;
