@@ -8,7 +8,7 @@
  * workload 8, growth, against asmjit-dual, with a second execpack column
  * of 64 KiB packs and the same floor; workload 9, shrink after emit,
  * against asmjit-dual's shrink(); workload 10, churn against a leaner
- * floor, struct Floor; workload 11, the footprint of a small pool against
+ * floor, struct FloorT; workload 11, the footprint of a small pool against
  * asmjit-dual's, each measured in a fresh child process):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   execpack-nokey the same with EP_F_NO_PKEY (workloads 1 and 2): the cost
@@ -522,7 +522,7 @@ struct Slots : Alloc {
  * fit packs them and the floor pays no extra TLB misses for spreading
  * them out.
  */
-struct Floor : Alloc {
+template <bool Staged> struct FloorT : Alloc {
 	/* 300,000 live programs take about 140 MiB here; the rest is headroom
 	   for the churn (address space only: the memfd is sparse) */
 	enum : size_t { CLASSES = 2048 / EP_CHUNK_SIZE, SIZE = size_t(1) << 30 };
@@ -530,12 +530,12 @@ struct Floor : Alloc {
 	uint8_t *cls;
 	size_t top = 0;
 	std::vector<uint32_t> free_[CLASSES]; /* chunk indices */
-	/* staged: what ep_alloc()'s contract adds, and nothing else: the code
+	/* Staged: what ep_alloc()'s contract adds, and nothing else: the code
 	   is written into a private buffer filled with traps, then the slot's
-	   bytes are copied through the RW view (one buffer, reused) */
-	bool staged;
+	   bytes are copied through the RW view (one buffer, reused).  A
+	   template argument, so that the plain floor carries no test of it. */
 	unsigned char stage[2048];
-	explicit Floor(bool staged_ = false) : Alloc(staged_ ? "floor-staged" : "floor"), staged(staged_)
+	FloorT() : Alloc(Staged ? "floor-staged" : "floor")
 	{
 		int fd = memfd_create("bench-floor", MFD_CLOEXEC);
 		if (fd < 0 || ftruncate(fd, off_t(SIZE)))
@@ -551,7 +551,7 @@ struct Floor : Alloc {
 		rx = static_cast<unsigned char *>(x);
 		cls = static_cast<uint8_t *>(c);
 	}
-	~Floor() override
+	~FloorT() override
 	{
 		munmap(rw, SIZE);
 		munmap(rx, SIZE);
@@ -577,10 +577,10 @@ struct Floor : Alloc {
 			at = rw + top;
 			cls[top / EP_CHUNK_SIZE] = uint8_t(c);
 			top += step;
-			if (!staged)
+			if (!Staged)
 				std::memset(at + len, 0xcc, step - len);
 		}
-		if (staged) {
+		if (Staged) {
 			size_t step = (c + 1) * EP_CHUNK_SIZE;
 			std::memset(stage, 0xcc, step);
 			emit(stage, len, imm);
@@ -2118,7 +2118,9 @@ static void workload_floor()
 			for (int i = 0; i < NA; i++) {
 				/* who goes first alternates from round to round */
 				int k = (i + r) % NA;
-				Alloc *a = k == EP ? make(K_EP) : static_cast<Alloc *>(new Floor(k == ST));
+				Alloc *a = k == EP   ? make(K_EP)
+					   : k == ST ? static_cast<Alloc *>(new FloorT<true>())
+						     : static_cast<Alloc *>(new FloorT<false>());
 				std::vector<Prog> live = q.init;
 				for (auto &pr : live)
 					pr.p = a->put(pr.len, pr.imm);
