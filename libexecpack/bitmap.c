@@ -96,6 +96,11 @@ void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n)
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 /* Bits of word i, with bits past nbits as used. */
 static inline uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t i)
@@ -195,15 +200,27 @@ static inline uint64_t lane_max(uint64_t x, uint64_t y)
 	return (x & m) | (y & ~m);
 }
 
-/* Largest of the 8 entries of a node. */
+/* Largest of the 8 entries of a node (a byte-wise maximum instruction
+ * where there is one: this runs whenever a word's reach falls). */
 static inline uint8_t node_max(const uint8_t *p)
 {
+#if defined(__SSE2__)
+	__m128i x = _mm_loadl_epi64((const __m128i *)(const void *)p);
+
+	x = _mm_max_epu8(x, _mm_srli_epi64(x, 32));
+	x = _mm_max_epu8(x, _mm_srli_epi64(x, 16));
+	x = _mm_max_epu8(x, _mm_srli_epi64(x, 8));
+	return (uint8_t)_mm_cvtsi128_si32(x);
+#elif defined(__aarch64__)
+	return vmaxv_u8(vld1_u8(p));
+#else
 	uint64_t x = lane(p);
 
 	x = lane_max(x, x >> 32);
 	x = lane_max(x, x >> 16);
 	x = lane_max(x, x >> 8);
 	return (uint8_t)x;
+#endif
 }
 
 /* The first entry at or after from, up to the end of from's node, that is
@@ -211,9 +228,18 @@ static inline uint8_t node_max(const uint8_t *p)
 static inline size_t node_find(const uint8_t *lv, size_t from, size_t n)
 {
 	size_t at = from & ~(size_t)7;
+#if defined(__SSE2__)
+	/* (entries and n are at most 64: a signed compare) */
+	__m128i x = _mm_loadl_epi64((const __m128i *)(const void *)(lv + at));
+	unsigned hit = (unsigned)_mm_movemask_epi8(_mm_cmpgt_epi8(x, _mm_set1_epi8((char)(n - 1)))) &
+		       (0xffu << (from % 8));
+
+	return hit ? at + (size_t)__builtin_ctz(hit) : SIZE_MAX;
+#else
 	uint64_t hit = ((lane(lv + at) | HIGH) - ONES * n) & HIGH & (~(uint64_t)0 << (from % 8 * 8));
 
 	return hit ? at + (size_t)__builtin_ctzll(hit) / 8 : SIZE_MAX;
+#endif
 }
 
 /* reach[i] becomes b; each level above changes only while the maximum of
@@ -427,10 +453,13 @@ size_t ep__fit_longest(struct ep__fit *fit, const uint64_t *map)
 	return best;
 }
 
-size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest)
+size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t from,
+		    size_t *longest)
 {
 	if (n >= 1 && n <= EP__FIT_MAX && n <= fit->nbits) {
-		for (size_t i = 0; (i = first_reach(fit, i, n)) < fit->nwords;) {
+		/* (from the word of from: the words below may be stale, full
+		 * since their last search, and need no repair to be passed) */
+		for (size_t i = from / 64; (i = first_reach(fit, i, n)) < fit->nwords;) {
 			/* the lowest run inside word i, or else the one from its
 			 * top into the next word */
 			uint64_t w = leaf_word(fit, map, i);
@@ -442,8 +471,12 @@ size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t *
 				return i * 64 + 64 - s;
 			repair(fit, map, i); /* taken from since: now below n */
 		}
-		if (longest)
-			*longest = top_max(fit); /* (below n) */
+		if (longest) {
+			/* (words below from may still claim more) */
+			size_t top = top_max(fit);
+
+			*longest = top < n ? top : n - 1;
+		}
 		return fit->nbits;
 	}
 	if (n > EP__FIT_MAX && n <= fit->nbits) {

@@ -144,8 +144,10 @@ void ep__fit_mark(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n
 void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 /* Longest clear run anywhere in the map (exact). */
 size_t ep__fit_longest(struct ep__fit *fit, const uint64_t *map);
-/* Lowest index of a run of n clear bits (first fit); nbits when none, and
+/* Lowest index of a run of n clear bits (first fit), given that no bit
+ * below from is clear; nbits when none, and
  * then, where longest is not NULL, a bound below n (or, for n > 64 or past
  * the map, at least the longest) on the longest clear run in *longest. */
-size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest);
+size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t from,
+		    size_t *longest);
 #endif /* EP_BITMAP_H */

@@ -197,7 +197,7 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 		}
 		size_t longest = 0, at;
 
-		if ((at = ep__fit_find(&p->fit, p->used, n, &longest)) >= p->fit.nbits) {
+		if ((at = ep__fit_find(&p->fit, p->used, n, ff, &longest)) >= p->fit.nbits) {
 			ep__fits_set(h, slot, (uint32_t)longest);
 			continue;
 		}
