@@ -115,3 +115,22 @@ void ep__lock_revoke(struct ep__lock *l)
 	else
 		l->revoking = 1; /* given back at unlock */
 }
+
+void ep__lock_word(struct ep__lock *l)
+{
+	const void *self = ep__self();
+
+	if (__builtin_expect(!ep__lock_try(l), 0))
+		ep__lock_slow(l);
+	if (ep__under_valgrind())
+		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
+	/* the word is ours; the owner may only just have been set or dropped
+	 * by the previous holder, so read it again */
+	const void *owner = __atomic_load_n(&l->owner, __ATOMIC_RELAXED);
+
+	if (owner && owner != self)
+		ep__lock_revoke(l);
+	else if (!owner && ep__bias_ok && !__atomic_load_n(&l->revoked, __ATOMIC_RELAXED))
+		__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED); /* the first taker */
+	EP_IL_ENTER(l);
+}

@@ -139,12 +139,16 @@ static inline void ep__lock_slow(struct ep__lock *l)
 		syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
 
+/* Out of line: the lock taken through its word (a thread that is not
+ * the owner, or an owner whose bias was revoked). */
+void ep__lock_word(struct ep__lock *l);
+
+/* Inline only the owner's path: with the word's path in the same
+ * function, every call saved and restored registers it never used. */
 static inline void ep__lock(struct ep__lock *l)
 {
-	const void *self = ep__self();
-
 	EP_YIELD("lock");
-	if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == self) {
+	if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == ep__self()) {
 		EP_YIELD("lock owner read");
 		__atomic_store_n(&l->owner_in, 1, __ATOMIC_RELAXED);
 		/* a compiler barrier only: the revoker's membarrier() is the
@@ -156,19 +160,7 @@ static inline void ep__lock(struct ep__lock *l)
 		}
 		__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELEASE);
 	}
-	if (__builtin_expect(!ep__lock_try(l), 0))
-		ep__lock_slow(l);
-	if (ep__under_valgrind())
-		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
-	/* the word is ours; the owner may only just have been set or dropped
-	 * by the previous holder, so read it again */
-	const void *owner = __atomic_load_n(&l->owner, __ATOMIC_RELAXED);
-
-	if (owner && owner != self)
-		ep__lock_revoke(l);
-	else if (!owner && ep__bias_ok && !__atomic_load_n(&l->revoked, __ATOMIC_RELAXED))
-		__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED); /* the first taker */
-	EP_IL_ENTER(l);
+	ep__lock_word(l);
 }
 
 static inline void ep__unlock(struct ep__lock *l)

@@ -11,10 +11,8 @@
 #include "ranges.h"
 #include "records.h"
 
-/*
- * A pack allocation without a record, described in *v: it begins at chunk
- * pos and runs to the next start bit or free chunk, whichever is first.
- */
+/* The allocation that starts at chunk pos runs to the next start bit or
+ * free chunk, whichever is first. */
 size_t ep__alloc_end(const struct ep__pack *p, size_t pos)
 {
 	/* one pass over both maps: stop at a start bit or a clear used bit
@@ -31,7 +29,7 @@ size_t ep__alloc_end(const struct ep__pack *p, size_t pos)
 	}
 	return p->nchunks;
 }
-static struct ep__alloc *alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
+struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
 {
 	/* (the fields a pack allocation's paths read; the rest stay unset) */
 	v->hnext = NULL;
@@ -72,39 +70,17 @@ struct ep__alloc *ep__alloc_containing(const struct ep__heap *h, uintptr_t addr,
 		if (!a) {
 			if (!ep__st_live(r->pack, s))
 				return NULL; /* an ep_free() under way (remote.c) */
-			a = alloc_view(r->pack, s, v);
+			a = ep__alloc_view(r->pack, s, v);
 		}
 	}
 	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
 
 	return addr >= lo && addr < hi ? a : NULL;
 }
-/* The live allocation ep_alloc() returned as exec, or NULL; may be *v. */
-struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct ep__pack *p,
-				     const void *exec, struct ep__alloc *v)
+/* ep__alloc_exact() without a usable pack hint (lookup.h). */
+struct ep__alloc *ep__alloc_exact_slow(const struct ep__heap *h, const void *exec,
+				       struct ep__alloc *v)
 {
-	/* The pack route.h named (the caller read it without the lock): if
-	 * its region still holds exec, exec's start chunk says at once
-	 * whether it has a record.  Otherwise the region was released (and
-	 * maybe the struct reused) meanwhile, and the ranges decide. */
-	if (p && !((uintptr_t)exec & (CHUNK - 1))) {
-		uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_RELAXED);
-		uintptr_t off = (uintptr_t)exec - base;
-
-		if (p->heap == h && base && off < __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK) {
-			size_t c = off / CHUNK;
-			unsigned char s = ep__st_get(p, c);
-
-			if (s == EP__ST_PLAIN)
-				return ep__bitmap_test(p->start, c) ? alloc_view(p, c, v) : NULL;
-			if (s != EP__ST_REC)
-				return NULL; /* not live, not a start, or being freed */
-			struct ep__alloc *a = ep__hash_find(h, (uintptr_t)exec);
-
-			return a && a->exec == exec ? a : NULL;
-		}
-	}
-
 	/* Usually exec is the key itself (or, with EP_F_RANDOMIZE, inside the
 	 * first chunk): one hash probe, then for a chunk-aligned address with
 	 * no record, its start bit.  A hash hit is only trusted for a record
@@ -124,7 +100,7 @@ struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct ep__pack *p,
 		size_t c = (x - r->lo) / CHUNK;
 
 		return ep__bitmap_test(r->pack->start, c) && ep__st_live(r->pack, c)
-			       ? alloc_view(r->pack, c, v)
+			       ? ep__alloc_view(r->pack, c, v)
 			       : NULL;
 	}
 	a = ep__alloc_containing(h, x, v);

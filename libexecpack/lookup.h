@@ -7,6 +7,9 @@
 
 #include <stdint.h>
 
+#include "alloc-state.h"
+#include "bitmap.h"
+#include "records.h"
 #include "types.h"
 
 static inline struct ep__region *ep__alloc_region(struct ep__alloc *a)
@@ -26,10 +29,40 @@ size_t ep__alloc_end(const struct ep__pack *p, size_t pos);
  * be filled in and returned (a view: no record). */
 struct ep__alloc *ep__alloc_containing(const struct ep__heap *h, uintptr_t addr,
 				       struct ep__alloc *v);
+/* A pack allocation without a record, described in *v (a view): it begins
+ * at chunk pos and runs to the next start bit or free chunk. */
+struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v);
+struct ep__alloc *ep__alloc_exact_slow(const struct ep__heap *h, const void *exec,
+				       struct ep__alloc *v);
+
 /* The live allocation ep_alloc() returned as exec, or NULL; may be *v.
  * p: the pack route.h named for exec, read without the lock, or NULL (a
- * hint, checked). */
-struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct ep__pack *p, const void *exec,
-				     struct ep__alloc *v);
+ * hint, checked).  Inline: every ep_finalize() and ep_free() comes here. */
+static inline struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct ep__pack *p,
+						const void *exec, struct ep__alloc *v)
+{
+	/* If the hinted pack's region still holds exec, exec's start chunk
+	 * says at once whether it has a record.  Otherwise the region was
+	 * released (and maybe the struct reused) meanwhile, and the ranges
+	 * decide. */
+	if (p && !((uintptr_t)exec & (CHUNK - 1))) {
+		uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_RELAXED);
+		uintptr_t off = (uintptr_t)exec - base;
+
+		if (p->heap == h && base && off < __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK) {
+			size_t c = off / CHUNK;
+			unsigned char s = ep__st_get(p, c);
+
+			if (s == EP__ST_PLAIN)
+				return ep__bitmap_test(p->start, c) ? ep__alloc_view(p, c, v) : NULL;
+			if (s != EP__ST_REC)
+				return NULL; /* not live, not a start, or being freed */
+			struct ep__alloc *a = ep__hash_find(h, (uintptr_t)exec);
+
+			return a && a->exec == exec ? a : NULL;
+		}
+	}
+	return ep__alloc_exact_slow(h, exec, v);
+}
 
 #endif /* EP_LOOKUP_H */
