@@ -345,13 +345,13 @@ void ep__fit_mark(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n
 	}
 }
 
-void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
+size_t ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
 {
 	size_t i = pos / 64;
 
 	if (n == 0 || i != (pos + n - 1) / 64) {
 		ep__fit_mark(fit, map, pos, n);
-		return;
+		return 0;
 	}
 	uint64_t w = leaf_word(fit, map, i);
 	size_t b = pos % 64, e = b + n;
@@ -364,6 +364,8 @@ void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, si
 	if (hi - lo > fit->run[i])
 		fit->run[i] = (uint8_t)(hi - lo);
 	word_changed(fit, map, i, w);
+	/* (a set bit on each side: the run is all inside the word) */
+	return below && above ? hi - lo : 0;
 }
 
 /* The lowest word i >= from whose reach is at least n (1 <= n <= 64), or

@@ -140,8 +140,9 @@ void ep__fit_destroy(struct ep__fit *fit);
 void ep__fit_mark(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 /* The same after bits [pos, pos+n) were cleared: inside one word, without
  * recomputing the word's longest run (a clear makes one run longer and
- * leaves the others as they were). */
-void ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
+ * leaves the others as they were).  The length of the clear run the bits
+ * are now part of when that run lies inside their word, else 0. */
+size_t ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 /* Longest clear run anywhere in the map (exact). */
 size_t ep__fit_longest(struct ep__fit *fit, const uint64_t *map);
 /* Lowest index of a run of n clear bits (first fit), given that no bit

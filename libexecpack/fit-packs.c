@@ -106,18 +106,24 @@ void ep__slot_remove(struct ep__heap *h, struct ep__pack *p)
 }
 /*
  * After chunks [pos, pos+n) of p were freed: the run they are part of is
- * the only new one, so the bound becomes the larger of the two.  The run's
- * ends are looked for in two words on each side only (a scan would cost
- * as much as the free stretch is long); an end not found there is taken
- * to be the pack's end, and no run is longer than the free chunks, so the
- * bound stays a bound.
+ * the only new one, so the bound becomes the larger of the two.  That run
+ * is run chunks long where the pack's summary measured it (inside one
+ * word; else run is 0).  Otherwise its ends are looked for in two words
+ * on each side only (a scan would cost as much as the free stretch is
+ * long); an end not found there is taken to be the pack's end, and no run
+ * is longer than the free chunks, so the bound stays a bound.
  */
-void ep__fits_raise(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
+void ep__fits_raise(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n, size_t run)
 {
 	uint32_t b = ep__fits_get(h, p->slot);
 
 	if (b >= p->free_chunks)
 		return;
+	if (run) {
+		if (run > b)
+			ep__fits_set(h, p->slot, (uint32_t)run);
+		return;
+	}
 	size_t lo = 0, hi = p->nchunks, end = pos + n;
 
 	if (pos) {
@@ -142,8 +148,7 @@ void ep__fits_raise(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n
 		if (m)
 			hi = w * 64 + (size_t)__builtin_ctzll(m);
 	}
-	size_t run = hi - lo < p->free_chunks ? hi - lo : p->free_chunks;
-
+	run = hi - lo < p->free_chunks ? hi - lo : p->free_chunks;
 	if (run > b)
 		ep__fits_set(h, p->slot, (uint32_t)run);
 }

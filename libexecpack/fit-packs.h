@@ -22,6 +22,6 @@ int ep__slots_reserve(struct ep__heap *h);
 void ep__slot_add(struct ep__heap *h, struct ep__pack *p);
 void ep__slot_remove(struct ep__heap *h, struct ep__pack *p);
 /* After chunks [pos, pos+n) of p were given back. */
-void ep__fits_raise(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n);
+void ep__fits_raise(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n, size_t run);
 
 #endif /* EP_FIT_PACKS_H */

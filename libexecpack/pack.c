@@ -250,11 +250,12 @@ void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size
 	ep__pack_write_end(p);
 	if (!tail)
 		ep__st_gone(p, pos);
-	ep__fit_mark_clear(&p->fit, p->used, pos, n);
+	size_t run = ep__fit_mark_clear(&p->fit, p->used, pos, n);
+
 	if (pos < p->first_free)
 		p->first_free = pos;
 	p->free_chunks += n;
-	ep__fits_raise(h, p, pos, n);
+	ep__fits_raise(h, p, pos, n, run);
 	if (!counted)
 		ep__tally(&h->tally.used_out, n * CHUNK);
 	if (p->free_chunks == p->nchunks)

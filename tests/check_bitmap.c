@@ -256,12 +256,28 @@ START_TEST(test_fit_tree_vs_model)
 				ep__bitmap_clear(map, start, len);
 				/* (the plain mark too: the pool's path for a clear
 				 * across words) */
-				if (rnd(&seed) % 4)
-					ep__fit_mark_clear(&fit, map, start, len);
-				else
-					ep__fit_mark(&fit, map, start, len);
 				for (size_t k = 0; k < len; k++)
 					model[start + k] = false;
+				if (rnd(&seed) % 4) {
+					size_t run = ep__fit_mark_clear(&fit, map, start, len);
+
+					/* a length it gives is the run's, bounded
+					 * by used bits inside the word; 0 only
+					 * where the run may go past the word */
+					size_t lo = start, hi = start + len;
+
+					while (lo && !model[lo - 1])
+						lo--;
+					while (hi < nbits && !model[hi])
+						hi++;
+					if (run)
+						ck_assert_uint_eq(run, hi - lo);
+					else
+						ck_assert(lo % 64 == 0 || hi % 64 == 0 ||
+							  lo / 64 != (hi - 1) / 64);
+				} else {
+					ep__fit_mark(&fit, map, start, len);
+				}
 			}
 		}
 		/* a summary built from scratch never has more room than the
