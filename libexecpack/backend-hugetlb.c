@@ -292,6 +292,7 @@ static unsigned hugetlb_guards(const struct ep__backend *be, const char **pkey_o
 const struct ep__backend_ops ep__backend_hugetlb = {
 	.name = "hugetlb",
 	.threadsafe = 1,
+	.alias_io = 1,
 	.open = hugetlb_open,
 	.close = hugetlb_close,
 	.page_size = hugetlb_page_size,

@@ -809,6 +809,7 @@ static unsigned memfd_guards(const struct ep__backend *be, const char **pkey_off
 const struct ep__backend_ops ep__backend_memfd = {
 	.name = "memfd",
 	.threadsafe = 1,
+	.alias_io = 1,
 	.open = memfd_open,
 	.close = memfd_close,
 	.page_size = memfd_page_size,

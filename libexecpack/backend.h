@@ -34,6 +34,10 @@ struct ep__backend_ops {
 	/* 1: calls on different regions (and write/fill on different bytes of
 	 * one region) may run at the same time; 0: the pool serialises them */
 	int threadsafe;
+	/* 1: write and fill are a copy and a fill through the region's RW
+	 * alias and nothing more, which the pool then does inline
+	 * (region.h): one of each runs in every ep_finalize() and ep_free() */
+	int alias_io;
 
 	/*
 	 * Set up per-pool state.  On failure returns -errno and writes a one-line

@@ -378,7 +378,7 @@ int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len)
 			rc = ep__own_region(h, r);
 			EP_YIELD("code write");
 			if (!rc)
-				rc = h->ops->write(h->be, r, d - (uintptr_t)r->exec, src, len);
+				rc = ep__region_write(h, r, d - (uintptr_t)r->exec, src, len);
 			if (!rc)
 				ep__code_changed(dst, len);
 		}
@@ -393,7 +393,7 @@ int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len)
 static int copy_in(struct ep__heap *h, struct ep__alloc *a)
 {
 	EP_YIELD("code write");
-	int rc = h->ops->write(h->be, ep__alloc_region(a), ep__alloc_region_off(a), a->staging,
+	int rc = ep__region_write(h, ep__alloc_region(a), ep__alloc_region_off(a), a->staging,
 				  a->reserved);
 
 	if (rc)
@@ -410,8 +410,7 @@ static int copy_in(struct ep__heap *h, struct ep__alloc *a)
 static int refill(struct ep__heap *h, struct ep__alloc *a)
 {
 	EP_YIELD("code write");
-	int rc = h->ops->fill(h->be, &a->pack->r, a->chunk * CHUNK, a->reserved, h->fill,
-				 h->fill_ctx);
+	int rc = ep__region_fill(h, &a->pack->r, a->chunk * CHUNK, a->reserved);
 
 	if (!rc)
 		ep__code_changed((void *)a->key, a->reserved);
@@ -545,8 +544,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 		rc = ep__own_region(h, r);
 		EP_YIELD("code write");
 		if (!rc)
-			rc = h->ops->fill(h->be, r, ep__alloc_region_off(a) + keep, cut, h->fill,
-					     h->fill_ctx);
+			rc = ep__region_fill(h, r, ep__alloc_region_off(a) + keep, cut);
 		if (rc) {
 			alloc_leave(a->pack, a->chunk, !a->norec);
 			goto out; /* still whole and intact */

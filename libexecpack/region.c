@@ -49,7 +49,7 @@ void ep__region_drop(struct ep__heap *h, struct ep__region *r)
 {
 	/* (not when inherited across fork(): the other process still runs it) */
 	if (r->sealed && r->gen == ep__fork_generation() &&
-	    h->ops->fill(h->be, r, 0, r->size, h->fill, h->fill_ctx) == 0)
+	    ep__region_fill(h, r, 0, r->size) == 0)
 		ep__code_changed(r->exec, r->size);
 	h->ops->unmap(h->be, r);
 }

@@ -5,6 +5,9 @@
 #ifndef EP_REGION_H
 #define EP_REGION_H
 
+#include <errno.h>
+
+#include "guard.h"
 #include "internal.h"
 #include "types.h"
 
@@ -22,6 +25,30 @@ int ep__own_region_slow(struct ep__heap *h, struct ep__region *r);
 static inline int ep__own_region(struct ep__heap *h, struct ep__region *r)
 {
 	return r->gen == ep__fork_generation() ? 0 : ep__own_region_slow(h, r);
+}
+
+/* The backend's write and fill of [off, off+len) of r (the caller makes
+ * the change visible to instruction fetch: ep__code_changed()). */
+static inline int ep__region_write(struct ep__heap *h, struct ep__region *r, size_t off,
+				   const void *src, size_t len)
+{
+	if (!h->ops->alias_io)
+		return h->ops->write(h->be, r, off, src, len);
+	if (off > r->size || len > r->size - off)
+		return -EINVAL;
+	ep__alias_copy(r->guards, (unsigned char *)r->rw + off, src, len);
+	return 0;
+}
+
+static inline int ep__region_fill(struct ep__heap *h, struct ep__region *r, size_t off,
+				  size_t len)
+{
+	if (!h->ops->alias_io)
+		return h->ops->fill(h->be, r, off, len, h->fill, h->fill_ctx);
+	if (off > r->size || len > r->size - off)
+		return -EINVAL;
+	ep__alias_fill(r->guards, h->fill, (unsigned char *)r->rw + off, len, h->fill_ctx);
+	return 0;
 }
 
 #endif /* EP_REGION_H */

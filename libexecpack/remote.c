@@ -35,6 +35,7 @@
 #include "lock.h"
 #include "lookup.h"
 #include "pack.h"
+#include "region.h"
 #include "remote.h"
 #include "thread.h"
 #include "track.h"
@@ -120,7 +121,7 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	size_t len = (racy_end(p, c) - c) * CHUNK;
 
 	EP_YIELD("remote refill");
-	if (h->ops->fill(h->be, &p->r, c * CHUNK, len, h->fill, h->fill_ctx)) {
+	if (ep__region_fill(h, &p->r, c * CHUNK, len)) {
 		ep__st_unclaim(p, c);
 		rc = 1;
 		goto out; /* the lock's path tries again and says why */
