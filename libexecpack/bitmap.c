@@ -106,10 +106,9 @@ void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n)
 static inline uint64_t leaf_word(const struct ep__fit *fit, const uint64_t *map, size_t i)
 {
 	uint64_t w = map[i];
-	size_t first = i * 64;
 
-	if (fit->nbits - first < 64)
-		w |= ~(uint64_t)0 << (fit->nbits - first);
+	if (i == fit->nwords - 1)
+		w |= fit->tail;
 	return w;
 }
 
@@ -154,28 +153,25 @@ static uint8_t run_in(uint64_t w)
 	return (uint8_t)len;
 }
 
-/* reach[i]: the longest run starting in word i (w) and ending in it or in
- * the next word, at most 64.  With the word's top bit set no run goes on
- * into the next word, and reach is the word's own run.  Where it does,
- * pre[i + 1] keeps the next word's clear bits that it counted: a free
- * that changes them recomputes this reach (word_changed()). */
-static size_t reach_of(struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w)
+/* reach of word i (bits w) from its run: the longest run starting in it
+ * and ending in it or in the next word, at most 64.  With the word's top
+ * bit set no run goes on into the next word. */
+static inline size_t reach_of(const struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w)
 {
 	size_t r = fit->run[i];
 
 	if ((int64_t)w >= 0 && i + 1 < fit->nwords) {
-		size_t pre = pre_of(leaf_word(fit, map, i + 1)), c = suf_of(w) + pre;
+		size_t c = suf_of(w) + pre_of(leaf_word(fit, map, i + 1));
 
-		fit->pre[i + 1] = (uint8_t)pre;
 		if (c > r)
 			r = c;
 	}
 	return r > EP__FIT_MAX ? EP__FIT_MAX : r;
 }
 
-/* ---- the tree of byte maxima: SWAR over 8 entries at a time ----
- * Entries are at most 64, so with each byte's top bit forced on a
- * subtraction of another byte (or of n) never borrows from its
+/* ---- the tree of byte maxima: 8 entries a node, compared at once ----
+ * Entries are at most 64.  Without SIMD: with each byte's top bit forced
+ * on, a subtraction of another byte (or of n) never borrows from its
  * neighbour, and the top bit then says which was larger. */
 #define ONES 0x0101010101010101ull
 #define HIGH 0x8080808080808080ull
@@ -272,7 +268,7 @@ static void set_reach(struct ep__fit *fit, size_t i, size_t b)
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 {
 	size_t words = EP__BITMAP_WORDS(nbits) ? EP__BITMAP_WORDS(nbits) : 1;
-	size_t bytes = 2 * words, n = (words + 7) / 8 * 8;
+	size_t bytes = words, n = (words + 7) / 8 * 8;
 
 	memset(fit, 0, sizeof(*fit));
 	for (;;) {
@@ -286,7 +282,10 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 	}
 	fit->nbits = nbits;
 	fit->nwords = words;
-	/* one block: the levels, then the bytes per word */
+	fit->tail = nbits % 64 ? ~(uint64_t)0 << (nbits % 64) : 0;
+	if (!nbits)
+		fit->tail = ~(uint64_t)0;
+	/* one block: the levels, then the runs */
 	uint8_t *b = calloc(1, bytes);
 
 	if (!b)
@@ -297,13 +296,8 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 	}
 	fit->reach = fit->level[0];
 	fit->run = b;
-	fit->pre = b + words;
-	for (size_t i = 0; i < words; i++) {
-		uint64_t w = leaf_word(fit, map, i);
-
-		fit->run[i] = run_in(w);
-		fit->pre[i] = (uint8_t)pre_of(w);
-	}
+	for (size_t i = 0; i < words; i++)
+		fit->run[i] = run_in(leaf_word(fit, map, i));
 	for (size_t i = 0; i < words; i++)
 		set_reach(fit, i, reach_of(fit, map, i, leaf_word(fit, map, i)));
 	return 0;
@@ -315,57 +309,98 @@ void ep__fit_destroy(struct ep__fit *fit)
 	memset(fit, 0, sizeof(*fit));
 }
 
-/* Word i's reach is recomputed from run[i]; the previous word's too when
- * a run of that one may continue into word i and the clear bits word i
- * starts with are not as many as when that reach was last computed
- * (pre[i]). */
-static void word_changed(struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w)
+/* Words lo..hi changed and their runs are exact again: their reach, and
+ * the reach of the word below, whose run may go on into word lo. */
+static void words_changed(struct ep__fit *fit, const uint64_t *map, size_t lo, size_t hi)
 {
-	uint8_t pre = (uint8_t)pre_of(w);
-
-	set_reach(fit, i, reach_of(fit, map, i, w));
-	if (i && pre != fit->pre[i]) {
-		uint64_t prev = leaf_word(fit, map, i - 1);
+	if (lo) {
+		uint64_t prev = leaf_word(fit, map, lo - 1);
 
 		if ((int64_t)prev >= 0)
-			set_reach(fit, i - 1, reach_of(fit, map, i - 1, prev));
+			set_reach(fit, lo - 1, reach_of(fit, map, lo - 1, prev));
 	}
-	fit->pre[i] = pre;
+	for (size_t i = lo; i <= hi; i++)
+		set_reach(fit, i, reach_of(fit, map, i, leaf_word(fit, map, i)));
 }
 
 void ep__fit_mark(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
 {
 	if (n == 0)
 		return;
-	for (size_t i = pos / 64, hi = (pos + n - 1) / 64; i <= hi; i++) {
-		uint64_t w = leaf_word(fit, map, i);
+	size_t lo = pos / 64, hi = (pos + n - 1) / 64;
 
-		fit->run[i] = run_in(w);
-		word_changed(fit, map, i, w);
+	for (size_t i = lo; i <= hi; i++)
+		fit->run[i] = run_in(leaf_word(fit, map, i));
+	words_changed(fit, map, lo, hi);
+}
+
+/* The run [*lo, *hi) of word w (bit positions) that bits [b, e) are part
+ * of, or were part of before they were set: bounded by the set bits
+ * nearest them, or by the word's ends. */
+static inline void run_around(uint64_t w, size_t b, size_t e, size_t *lo, size_t *hi)
+{
+	uint64_t below = b ? w << (64 - b) : 0, above = e < 64 ? w >> e : 0;
+
+	*lo = b - (below ? (size_t)__builtin_clzll(below) : b);
+	*hi = e + (above ? (size_t)__builtin_ctzll(above) : 64 - e);
+}
+
+/* Word i's run changed (to run[i]), inside [lo, hi): its reach when its
+ * top run changed, or its run did; the reach of the word below when its
+ * first run changed (that one may go on into word i). */
+static inline void run_changed(struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w,
+			       size_t lo, size_t hi)
+{
+	set_reach(fit, i, reach_of(fit, map, i, w));
+	if (lo == 0 && i) {
+		uint64_t prev = leaf_word(fit, map, i - 1);
+
+		if ((int64_t)prev >= 0)
+			set_reach(fit, i - 1, reach_of(fit, map, i - 1, prev));
 	}
+	(void)hi;
+}
+
+void ep__fit_mark_set(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
+{
+	size_t i = pos / 64, lo, hi;
+
+	if (n == 0 || i != (pos + n - 1) / 64) {
+		ep__fit_mark(fit, map, pos, n);
+		return;
+	}
+	uint64_t w = leaf_word(fit, map, i);
+
+	run_around(w, pos % 64, pos % 64 + n, &lo, &hi);
+	/* Taken from a run shorter than the word's longest, with set bits on
+	 * both sides: the longest, the top run and the first run of the word
+	 * are as they were, and so every reach (most allocations: first fit
+	 * takes the first run that fits, seldom the longest). */
+	if (hi - lo < fit->run[i] && lo && hi < 64)
+		return;
+	if (hi - lo >= fit->run[i])
+		fit->run[i] = run_in(w);
+	run_changed(fit, map, i, w, lo, hi);
 }
 
 size_t ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
 {
-	size_t i = pos / 64;
+	size_t i = pos / 64, lo, hi;
 
 	if (n == 0 || i != (pos + n - 1) / 64) {
 		ep__fit_mark(fit, map, pos, n);
 		return 0;
 	}
 	uint64_t w = leaf_word(fit, map, i);
-	size_t b = pos % 64, e = b + n;
-	/* the run the clear bits are part of: from past the set bit below
-	 * them to the set bit above them */
-	uint64_t below = b ? w << (64 - b) : 0, above = e < 64 ? w >> e : 0;
-	size_t lo = b - (below ? (size_t)__builtin_clzll(below) : b);
-	size_t hi = e + (above ? (size_t)__builtin_ctzll(above) : 64 - e);
 
+	/* the run the clear bits are now part of; every other run of the
+	 * word is as it was */
+	run_around(w, pos % 64, pos % 64 + n, &lo, &hi);
 	if (hi - lo > fit->run[i])
 		fit->run[i] = (uint8_t)(hi - lo);
-	word_changed(fit, map, i, w);
+	run_changed(fit, map, i, w, lo, hi);
 	/* (a set bit on each side: the run is all inside the word) */
-	return below && above ? hi - lo : 0;
+	return lo && hi < 64 ? hi - lo : 0;
 }
 
 /* The lowest word i >= from whose reach is at least n (1 <= n <= 64), or
@@ -386,6 +421,19 @@ static size_t first_reach(const struct ep__fit *fit, size_t from, size_t n)
 	while (k--)
 		at = node_find(fit->level[k], at * 8, n);
 	return at < fit->nwords ? at : fit->nwords;
+}
+
+/* The lowest word whose reach is at least n (1 <= n <= 64), or nwords:
+ * down from the top, one node a level. */
+static size_t first_word(const struct ep__fit *fit, size_t n)
+{
+	size_t k = fit->nlevels - 1, at = node_find(fit->level[k], 0, n);
+
+	if (at == SIZE_MAX)
+		return fit->nwords;
+	while (k--)
+		at = node_find(fit->level[k], at * 8, n);
+	return at;
 }
 
 /* Lowest p with bits p..p+n-1 of w all clear (1 <= n <= 64), or 64: shift
@@ -431,54 +479,31 @@ static size_t top_max(const struct ep__fit *fit)
 	return node_max(fit->level[fit->nlevels - 1]);
 }
 
-/* Word i's run and reach, exact again; its reach. */
-static size_t repair(struct ep__fit *fit, const uint64_t *map, size_t i)
+size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map)
 {
-	uint64_t w = leaf_word(fit, map, i);
-	size_t r;
+	size_t top = top_max(fit), best;
 
-	fit->run[i] = run_in(w);
-	set_reach(fit, i, r = reach_of(fit, map, i, w));
-	return r;
-}
-
-size_t ep__fit_longest(struct ep__fit *fit, const uint64_t *map)
-{
-	size_t top, best;
-
-	/* the largest reach, once a word that has it is exact */
-	while ((top = top_max(fit)) && repair(fit, map, first_reach(fit, 0, top)) != top)
-		;
 	if (top < EP__FIT_MAX)
 		return top; /* a longer run would have a reach of 64 */
 	find_long(fit, map, SIZE_MAX, &best);
 	return best;
 }
 
-size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t from,
-		    size_t *longest)
+size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest)
 {
 	if (n >= 1 && n <= EP__FIT_MAX && n <= fit->nbits) {
-		/* (from the word of from: the words below may be stale, full
-		 * since their last search, and need no repair to be passed) */
-		for (size_t i = from / 64; (i = first_reach(fit, i, n)) < fit->nwords;) {
-			/* the lowest run inside word i, or else the one from its
-			 * top into the next word */
+		size_t i = first_word(fit, n);
+
+		if (i < fit->nwords) {
+			/* the lowest run inside word i, or else the one from
+			 * its top into the next word (reach is exact) */
 			uint64_t w = leaf_word(fit, map, i);
-			size_t p = word_find_zeros(w, n), s = suf_of(w);
+			size_t p = word_find_zeros(w, n);
 
-			if (p < 64)
-				return i * 64 + p;
-			if (s && i + 1 < fit->nwords && s + pre_of(leaf_word(fit, map, i + 1)) >= n)
-				return i * 64 + 64 - s;
-			repair(fit, map, i); /* taken from since: now below n */
+			return i * 64 + (p < 64 ? p : 64 - suf_of(w));
 		}
-		if (longest) {
-			/* (words below from may still claim more) */
-			size_t top = top_max(fit);
-
-			*longest = top < n ? top : n - 1;
-		}
+		if (longest)
+			*longest = top_max(fit); /* (exact, below n) */
 		return fit->nbits;
 	}
 	if (n > EP__FIT_MAX && n <= fit->nbits) {

@@ -106,19 +106,17 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
  * children a node: level 0 is reach, each level above holds the maximum
  * of 8 entries of the one below, and the top level is one node.  A node
  * is one 64-bit word, read at once (SWAR: "the first byte >= n" in four
- * operations), so a 2 MiB pack (512 words, three levels) is searched in
- * at most six such reads.  A change of reach[i] goes up the tree only
- * while it changes a node's maximum.  A run longer than 64 starts
- * where reach is 64, so those words are the only candidates for a larger
- * request.
+ * operations, one instruction where there is SIMD), so a 2 MiB pack
+ * (512 words, three levels) is searched in at most six such reads.  A
+ * change of reach[i] goes up the tree only while it changes a node's
+ * maximum.  A run longer than 64 starts where reach is 64, so those words
+ * are the only candidates for a larger request.
  *
- * Setting bits (an allocation) needs no update: every stored run and
- * reach may be more than the map's, never less, and a search checks the
- * word it lands on against the map, making a word found short exact and
- * going on.  So each word an allocation shortened is recomputed at most
- * once, and only if a search reaches it.  After clearing bits [pos,
- * pos+n) (a free), call ep__fit_mark_clear(); ep__fit_mark() recomputes
- * the words of a range exactly.
+ * Every stored run, reach and maximum is exact: after setting bits [pos,
+ * pos+n) (an allocation) call ep__fit_mark(), after clearing them (a free)
+ * ep__fit_mark_clear().  Each recomputes the words the bits are in and
+ * the word below them (whose run may go on into them), so a search never
+ * lands on a word that cannot fit and never has to look again.
  */
 #define EP__FIT_MAX 64 /* reach is capped here */
 #define EP__FIT_LEVELS 12 /* 8^12 words: far past any pack */
@@ -130,25 +128,27 @@ struct ep__fit {
 	uint8_t *level[EP__FIT_LEVELS]; /* level[0] is reach; each padded to 8s */
 	size_t len[EP__FIT_LEVELS];     /* entries of each, a multiple of 8 */
 	uint8_t *run;                   /* per word */
-	uint8_t *pre;                   /* per word: its clear bits from bit 0 */
 	uint8_t *reach;                 /* level[0] */
+	uint64_t tail;                  /* the bits past nbits in the last word */
 };
 
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits);
 void ep__fit_destroy(struct ep__fit *fit);
 /* Bits [pos, pos+n) of the map changed: their words made exact. */
 void ep__fit_mark(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
+/* The same after bits [pos, pos+n) were set: inside one word, without
+ * recomputing anything where the bits came from a run that was not the
+ * word's longest, first or last. */
+void ep__fit_mark_set(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 /* The same after bits [pos, pos+n) were cleared: inside one word, without
  * recomputing the word's longest run (a clear makes one run longer and
  * leaves the others as they were).  The length of the clear run the bits
  * are now part of when that run lies inside their word, else 0. */
 size_t ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n);
 /* Longest clear run anywhere in the map (exact). */
-size_t ep__fit_longest(struct ep__fit *fit, const uint64_t *map);
-/* Lowest index of a run of n clear bits (first fit), given that no bit
- * below from is clear; nbits when none, and
- * then, where longest is not NULL, a bound below n (or, for n > 64 or past
- * the map, at least the longest) on the longest clear run in *longest. */
-size_t ep__fit_find(struct ep__fit *fit, const uint64_t *map, size_t n, size_t from,
-		    size_t *longest);
+size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map);
+/* Lowest index of a run of n clear bits (first fit); nbits when none, and
+ * then, where longest is not NULL, the longest clear run (for n > 64 or
+ * past the map: at least the longest) in *longest. */
+size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest);
 #endif /* EP_BITMAP_H */

@@ -154,7 +154,6 @@ int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
 	ep__pack_write_end(p);
 	p->free_chunks += nchunks - have / CHUNK;
-	/* first_free stays: no chunk below it is clear */
 	ep__tally(&h->tally.commit_in, want - have);
 	return 0;
 }

@@ -115,7 +115,7 @@ static int pack_new(struct ep__heap *h, size_t n, struct ep__pack **out)
 
 	if (!p)
 		return -ENOMEM;
-	p->free_chunks = p->first_free = 0;
+	p->free_chunks = 0;
 	p->cached = 0;
 	if (ep__range_reserve(h) || ep__slots_reserve(h))
 		goto fail;
@@ -180,24 +180,9 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 			ep__fits_set(h, slot, 0);
 			continue;
 		}
-		/* No chunk below first_free is free, so a long enough run that
-		 * starts there is the first fit: no need to consult the tree.
-		 * (A take there leaves it just past the chunks taken, without
-		 * a scan over the full words after them, which at 300,000
-		 * live cost cache misses; it moves on here, where a free
-		 * below has often made the scan needless.) */
-		size_t ff = p->first_free;
-
-		if (ff < p->nchunks && ep__bitmap_test(p->used, ff))
-			p->first_free = ff = ep__bitmap_next_zero(p->used, p->nchunks, ff);
-		if (n <= p->nchunks - ff && ep__bitmap_next_set(p->used, ff + n, ff) >= ff + n) {
-			*outp = p;
-			*pos = ff;
-			return 0;
-		}
 		size_t longest = 0, at;
 
-		if ((at = ep__fit_find(&p->fit, p->used, n, ff, &longest)) >= p->fit.nbits) {
+		if ((at = ep__fit_find(&p->fit, p->used, n, &longest)) >= p->fit.nbits) {
 			ep__fits_set(h, slot, (uint32_t)longest);
 			continue;
 		}
@@ -230,10 +215,7 @@ void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
 	ep__bitmap_set(p->used, pos, n);
 	ep__pack_write_end(p);
 	ep__st_born(p, pos); /* (a record from the start: ep__heap_alloc() gives it one) */
-	/* (the first-fit summary may overstate what is free: bitmap.h) */
-	if (pos == p->first_free)
-		p->first_free = pos + n; /* a bound: the next search moves it on,
-					   unless a free below comes first */
+	ep__fit_mark_set(&p->fit, p->used, pos, n);
 	p->free_chunks -= n;
 	ep__tally(&h->tally.used_in, n * CHUNK);
 }
@@ -252,8 +234,6 @@ void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size
 		ep__st_gone(p, pos);
 	size_t run = ep__fit_mark_clear(&p->fit, p->used, pos, n);
 
-	if (pos < p->first_free)
-		p->first_free = pos;
 	p->free_chunks += n;
 	ep__fits_raise(h, p, pos, n, run);
 	if (!counted)

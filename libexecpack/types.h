@@ -63,7 +63,6 @@ struct ep__pack {
 	struct ep__heap *heap; /* for ever */
 	size_t nchunks;       /* committed chunks (atomic: remote.c reads it) */
 	size_t free_chunks;
-	size_t first_free; /* no chunk below it is clear (nchunks when full) */
 	uint64_t *used;    /* chunk is allocated */
 	uint64_t *start;   /* an allocation begins here */
 	struct ep__fit fit; /* longest free runs of used, for first fit */

@@ -172,13 +172,14 @@ static size_t model_longest(size_t nbits)
 	return best;
 }
 
-/* A failed search's bound on the longest run: at least the longest, and
- * below n where n fits in a word's reach. */
+/* A failed search's figure for the longest run: exact where n fits in
+ * a word's reach, else at least the longest. */
 static void check_longest(size_t longest, size_t n, size_t nbits)
 {
-	ck_assert_uint_ge(longest, model_longest(nbits));
 	if (n <= EP__FIT_MAX)
-		ck_assert_uint_lt(longest, n);
+		ck_assert_uint_eq(longest, model_longest(nbits));
+	else
+		ck_assert_uint_ge(longest, model_longest(nbits));
 }
 
 /* fit, updated, against fresh, built from the same map. */
@@ -186,8 +187,8 @@ static void check_tree(const struct ep__fit *fit, const struct ep__fit *fresh)
 {
 	ck_assert_uint_eq(fresh->nlevels, fit->nlevels);
 	for (size_t i = 0; i < fit->nwords; i++) {
-		ck_assert_uint_ge(fit->run[i], fresh->run[i]);
-		ck_assert_uint_ge(fit->reach[i], fresh->reach[i]);
+		ck_assert_uint_eq(fit->run[i], fresh->run[i]);
+		ck_assert_uint_eq(fit->reach[i], fresh->reach[i]);
 	}
 	for (size_t k = 0; k < fit->nlevels; k++) {
 		ck_assert_uint_eq(fresh->len[k], fit->len[k]);
@@ -225,23 +226,21 @@ START_TEST(test_fit_tree_vs_model)
 			size_t n = 1 + rnd(&seed) % (kind < 2 ? nbits : kind < 4 ? 200 : 40);
 			size_t longest = SIZE_MAX;
 
-			/* (the pool passes its first free chunk; a lower bound
-			 * is as good) */
-			size_t from = rnd(&seed) % 2 ? model_find(nbits, 0, 1) : 0;
-			size_t got = ep__fit_find(&fit, map, n, from, &longest);
+			size_t got = ep__fit_find(&fit, map, n, &longest);
 
 			ck_assert_uint_eq(got, model_find(nbits, 0, n));
 			if (got == nbits)
 				check_longest(longest, n, nbits);
-			/* (now and then: it makes the words it looks at exact) */
 			if (rnd(&seed) % 8 == 0)
 				ck_assert_uint_eq(ep__fit_longest(&fit, map), model_longest(nbits));
 			/* one to three changes before the next search */
 			for (unsigned c = 1 + rnd(&seed) % 3; c--;) {
 				if (rnd(&seed) % 3 && got < nbits) {
 					ep__bitmap_set(map, got, n);
-					/* (the pool marks no allocation) */
-					if (rnd(&seed) % 4 == 0)
+					/* (the pool's path, and the plain one) */
+					if (rnd(&seed) % 4)
+						ep__fit_mark_set(&fit, map, got, n);
+					else
 						ep__fit_mark(&fit, map, got, n);
 					for (size_t k = 0; k < n; k++)
 						model[got + k] = true;
@@ -280,8 +279,8 @@ START_TEST(test_fit_tree_vs_model)
 				}
 			}
 		}
-		/* a summary built from scratch never has more room than the
-		 * updated one, and each node is its children's maximum */
+		/* the updated summary is the one built from scratch, and
+		 * each node is its children's maximum */
 		struct ep__fit fresh;
 
 		ck_assert_int_eq(ep__fit_init(&fresh, map, nbits), 0);
@@ -317,16 +316,14 @@ START_TEST(test_fit_big_vs_model)
 	for (int op = 0, nops = ops(400); op < nops; op++) {
 		size_t n = 1 + rnd(&seed) % (rnd(&seed) % 5 ? 64 : 160), longest = SIZE_MAX;
 
-		size_t from = rnd(&seed) % 2 ? model_find(nbits, 0, 1) : 0;
-		size_t got = ep__fit_find(&fit, map, n, from, &longest);
+		size_t got = ep__fit_find(&fit, map, n, &longest);
 
 		ck_assert_uint_eq(got, model_find(nbits, 0, n));
 		if (got == nbits)
 			check_longest(longest, n, nbits);
 		if (got < nbits && rnd(&seed) % 2) {
 			ep__bitmap_set(map, got, n);
-			if (rnd(&seed) % 4 == 0)
-				ep__fit_mark(&fit, map, got, n);
+			ep__fit_mark_set(&fit, map, got, n);
 			memset(model + got, 1, n);
 		} else {
 			size_t at = rnd(&seed) % 10 ? nbits - 8000 + rnd(&seed) % 7800
