@@ -14,9 +14,24 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The architecture's trap fill, used when ep_config.fill is NULL. */
 void ep__fill_default(void *dst, size_t len, void *ctx);
+
+/* fill(dst, len, ctx); the default fill inline where it is one memset (on
+ * every ep_alloc() and ep_free()). */
+static inline void ep__fill_with(void (*fill)(void *, size_t, void *), void *dst, size_t len,
+				 void *ctx)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (fill == ep__fill_default) {
+		memset(dst, 0xcc, len); /* INT3, as ep_fill_x86_int3() */
+		return;
+	}
+#endif
+	fill(dst, len, ctx);
+}
 
 /*
  * Make [exec, exec+len), written through another mapping (the RW alias, the

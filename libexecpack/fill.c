@@ -49,7 +49,7 @@ EP_API void ep_fill_riscv_ebreak(void *dst, size_t len, void *ctx)
 		p[i] = ebreak[((uintptr_t)(p + i)) & 1];
 }
 
-void ep__copy_code(void *dst, const void *src, size_t len)
+void ep__copy_code_word(void *dst, const void *src, size_t len)
 {
 	uintptr_t a = (uintptr_t)dst;
 

@@ -65,7 +65,7 @@ static inline void ep__alias_fill(unsigned guards, ep_fill_fn fill, void *dst, s
 	if (__builtin_expect(guards & EP_GUARD_PKEY, 0))
 		ep__alias_fill_keyed(fill, dst, len, ctx);
 	else
-		fill(dst, len, ctx);
+		ep__fill_with(fill, dst, len, ctx);
 }
 
 static inline void ep__alias_copy(unsigned guards, void *dst, const void *src, size_t len)

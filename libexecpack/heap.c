@@ -342,7 +342,7 @@ int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 	ep__diag_alloc(h, a->exec, out->size); /* diag.c: memcheck mempool chunk */
 	ep__unlock(&h->lock);
 	/* staging is private until this call returns: fill it unlocked */
-	h->fill(staging, reserved, h->fill_ctx);
+	ep__fill_with(h->fill, staging, reserved, h->fill_ctx);
 	return 0;
 fail:
 	if (a) {

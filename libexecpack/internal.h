@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "arch.h"
 #include "backend.h"
@@ -44,7 +45,15 @@ static inline int ep__under_valgrind(void)
  * concurrent reader sees the old or the new bytes, never a mix (instruction
  * fetch sees up to EP__ARCH_PATCH_WORD bytes of it whole, arch.h).
  */
-void ep__copy_code(void *dst, const void *src, size_t len);
+void ep__copy_code_word(void *dst, const void *src, size_t len);
+
+static inline void ep__copy_code(void *dst, const void *src, size_t len)
+{
+	if (len > 8)
+		memcpy(dst, src, len); /* (a program: no reader relies on its bytes yet) */
+	else
+		ep__copy_code_word(dst, src, len);
+}
 
 /*
  * near.c: reserve (PROT_NONE) size bytes at an align-aligned address whose

@@ -53,13 +53,6 @@ void ep__region_drop(struct ep__heap *h, struct ep__region *r)
 		ep__code_changed(r->exec, r->size);
 	h->ops->unmap(h->be, r);
 }
-/* Code at [addr, addr+len) changed through another mapping. */
-void ep__code_changed(void *addr, size_t len)
-{
-	ep__sync_icache(addr, len);
-	if (ep__under_valgrind())
-		VALGRIND_DISCARD_TRANSLATIONS(addr, len);
-}
 
 /* Before the first change to a region after a fork(): make it ours alone. */
 int ep__own_region_slow(struct ep__heap *h, struct ep__region *r)

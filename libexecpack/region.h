@@ -9,6 +9,7 @@
 
 #include "guard.h"
 #include "internal.h"
+#include "track.h"
 #include "types.h"
 
 int ep__mseal(void *addr, size_t len);
@@ -16,8 +17,14 @@ int ep__mseal(void *addr, size_t len);
 int ep__region_seal(struct ep__heap *h, struct ep__region *r);
 /* Drop a region; a sealed one is first refilled, as its exec view stays. */
 void ep__region_drop(struct ep__heap *h, struct ep__region *r);
-/* Code at [addr, addr+len) changed through another mapping. */
-void ep__code_changed(void *addr, size_t len);
+/* Code at [addr, addr+len) changed through another mapping (inline: every
+ * ep_finalize() and ep_free() comes here, and on x86 it is one test). */
+static inline void ep__code_changed(void *addr, size_t len)
+{
+	ep__sync_icache(addr, len);
+	if (ep__under_valgrind())
+		VALGRIND_DISCARD_TRANSLATIONS(addr, len);
+}
 
 int ep__own_region_slow(struct ep__heap *h, struct ep__region *r);
 /* Before a change to a region: in a child whose copy of it is not made
