@@ -201,7 +201,10 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 	*pos = 0;
 	return rc;
 }
-void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
+/* (out of line, as ep__pack_give_back(): make bench-instructions counts
+ * taking and giving back, the summary's upkeep included, by their names) */
+__attribute__((noinline)) void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos,
+					    size_t n)
 {
 	EP_YIELD("empty packs");
 	if (p->cached) {
@@ -222,8 +225,8 @@ void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
 /* Chunks [pos, pos+n) are free again; the allocation starting at pos is
  * gone unless it only shrank (tail).  (counted: not for a remote free,
  * which counted itself; remote.c) */
-void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n,
-			   bool counted, bool tail)
+__attribute__((noinline)) void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p,
+						 size_t pos, size_t n, bool counted, bool tail)
 {
 	ep__pack_write_begin(p);
 	ep__bitmap_clear(p->used, pos, n);
