@@ -309,16 +309,23 @@ void ep__fit_destroy(struct ep__fit *fit)
 	memset(fit, 0, sizeof(*fit));
 }
 
-/* Words lo..hi changed and their runs are exact again: their reach, and
- * the reach of the word below, whose run may go on into word lo. */
-static void words_changed(struct ep__fit *fit, const uint64_t *map, size_t lo, size_t hi)
+/* Word i's first run changed: the reach of the word below, whose top run
+ * may go on into it. */
+static inline void first_run_changed(struct ep__fit *fit, const uint64_t *map, size_t i)
 {
-	if (lo) {
-		uint64_t prev = leaf_word(fit, map, lo - 1);
+	if (i) {
+		uint64_t prev = leaf_word(fit, map, i - 1);
 
 		if ((int64_t)prev >= 0)
-			set_reach(fit, lo - 1, reach_of(fit, map, lo - 1, prev));
+			set_reach(fit, i - 1, reach_of(fit, map, i - 1, prev));
 	}
+}
+
+/* Words lo..hi changed and their runs are exact again: their reach, and
+ * the reach of the word below. */
+static void words_changed(struct ep__fit *fit, const uint64_t *map, size_t lo, size_t hi)
+{
+	first_run_changed(fit, map, lo);
 	for (size_t i = lo; i <= hi; i++)
 		set_reach(fit, i, reach_of(fit, map, i, leaf_word(fit, map, i)));
 }
@@ -345,20 +352,15 @@ static inline void run_around(uint64_t w, size_t b, size_t e, size_t *lo, size_t
 	*hi = e + (above ? (size_t)__builtin_ctzll(above) : 64 - e);
 }
 
-/* Word i's run changed (to run[i]), inside [lo, hi): its reach when its
- * top run changed, or its run did; the reach of the word below when its
- * first run changed (that one may go on into word i). */
+/* The run from bit lo of word i (bits w) changed, and run[i] is exact
+ * again: the word's reach, and the word below's when the run is the
+ * word's first. */
 static inline void run_changed(struct ep__fit *fit, const uint64_t *map, size_t i, uint64_t w,
-			       size_t lo, size_t hi)
+			       size_t lo)
 {
 	set_reach(fit, i, reach_of(fit, map, i, w));
-	if (lo == 0 && i) {
-		uint64_t prev = leaf_word(fit, map, i - 1);
-
-		if ((int64_t)prev >= 0)
-			set_reach(fit, i - 1, reach_of(fit, map, i - 1, prev));
-	}
-	(void)hi;
+	if (lo == 0)
+		first_run_changed(fit, map, i);
 }
 
 void ep__fit_mark_set(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
@@ -374,13 +376,13 @@ void ep__fit_mark_set(struct ep__fit *fit, const uint64_t *map, size_t pos, size
 	run_around(w, pos % 64, pos % 64 + n, &lo, &hi);
 	/* Taken from a run shorter than the word's longest, with set bits on
 	 * both sides: the longest, the top run and the first run of the word
-	 * are as they were, and so every reach (most allocations: first fit
-	 * takes the first run that fits, seldom the longest). */
+	 * are as they were, and so every reach.  (Rare: first fit lands on
+	 * the first word that fits, and nearly always takes its longest.) */
 	if (hi - lo < fit->run[i] && lo && hi < 64)
 		return;
 	if (hi - lo >= fit->run[i])
 		fit->run[i] = run_in(w);
-	run_changed(fit, map, i, w, lo, hi);
+	run_changed(fit, map, i, w, lo);
 }
 
 size_t ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, size_t n)
@@ -398,7 +400,7 @@ size_t ep__fit_mark_clear(struct ep__fit *fit, const uint64_t *map, size_t pos, 
 	run_around(w, pos % 64, pos % 64 + n, &lo, &hi);
 	if (hi - lo > fit->run[i])
 		fit->run[i] = (uint8_t)(hi - lo);
-	run_changed(fit, map, i, w, lo, hi);
+	run_changed(fit, map, i, w, lo);
 	/* (a set bit on each side: the run is all inside the word) */
 	return lo && hi < 64 ? hi - lo : 0;
 }
