@@ -169,7 +169,7 @@ static inline size_t reach_of(const struct ep__fit *fit, const uint64_t *map, si
 	return r > EP__FIT_MAX ? EP__FIT_MAX : r;
 }
 
-/* ---- the tree of byte maxima: 8 entries a node, compared at once ----
+/* ---- the tree of byte maxima: FAN entries a node, compared at once ----
  * Entries are at most 64.  Without SIMD: with each byte's top bit forced
  * on, a subtraction of another byte (or of n) never borrows from its
  * neighbour, and the top bit then says which was larger. */
@@ -196,22 +196,28 @@ static inline uint64_t lane_max(uint64_t x, uint64_t y)
 	return (x & m) | (y & ~m);
 }
 
-/* Largest of the 8 entries of a node (a byte-wise maximum instruction
- * where there is one: this runs whenever a word's reach falls). */
+#define FAN EP__FIT_FAN
+
+/* Largest of the entries of a node (byte-wise maximum instructions where
+ * there are: this runs whenever a word's reach falls). */
 static inline uint8_t node_max(const uint8_t *p)
 {
 #if defined(__SSE2__)
-	__m128i x = _mm_loadl_epi64((const __m128i *)(const void *)p);
+	__m128i x = _mm_max_epu8(_mm_loadu_si128((const __m128i *)(const void *)p),
+				 _mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
 
-	x = _mm_max_epu8(x, _mm_srli_epi64(x, 32));
-	x = _mm_max_epu8(x, _mm_srli_epi64(x, 16));
-	x = _mm_max_epu8(x, _mm_srli_epi64(x, 8));
+	x = _mm_max_epu8(x, _mm_srli_si128(x, 8));
+	x = _mm_max_epu8(x, _mm_srli_si128(x, 4));
+	x = _mm_max_epu8(x, _mm_srli_si128(x, 2));
+	x = _mm_max_epu8(x, _mm_srli_si128(x, 1));
 	return (uint8_t)_mm_cvtsi128_si32(x);
 #elif defined(__aarch64__)
-	return vmaxv_u8(vld1_u8(p));
+	return vmaxvq_u8(vmaxq_u8(vld1q_u8(p), vld1q_u8(p + 16)));
 #else
 	uint64_t x = lane(p);
 
+	for (size_t k = 8; k < FAN; k += 8)
+		x = lane_max(x, lane(p + k));
 	x = lane_max(x, x >> 32);
 	x = lane_max(x, x >> 16);
 	x = lane_max(x, x >> 8);
@@ -223,18 +229,26 @@ static inline uint8_t node_max(const uint8_t *p)
  * at least n (1 <= n <= 64); SIZE_MAX when none. */
 static inline size_t node_find(const uint8_t *lv, size_t from, size_t n)
 {
-	size_t at = from & ~(size_t)7;
+	size_t at = from & ~(size_t)(FAN - 1);
 #if defined(__SSE2__)
 	/* (entries and n are at most 64: a signed compare) */
-	__m128i x = _mm_loadl_epi64((const __m128i *)(const void *)(lv + at));
-	unsigned hit = (unsigned)_mm_movemask_epi8(_mm_cmpgt_epi8(x, _mm_set1_epi8((char)(n - 1)))) &
-		       (0xffu << (from % 8));
+	const __m128i *q = (const __m128i *)(const void *)(lv + at);
+	__m128i t = _mm_set1_epi8((char)(n - 1));
+	uint32_t hit = (uint32_t)_mm_movemask_epi8(_mm_cmpgt_epi8(_mm_loadu_si128(q), t)) |
+		       (uint32_t)_mm_movemask_epi8(_mm_cmpgt_epi8(_mm_loadu_si128(q + 1), t)) << 16;
 
+	hit &= ~(uint32_t)0 << (from % FAN);
 	return hit ? at + (size_t)__builtin_ctz(hit) : SIZE_MAX;
 #else
-	uint64_t hit = ((lane(lv + at) | HIGH) - ONES * n) & HIGH & (~(uint64_t)0 << (from % 8 * 8));
+	for (size_t k = from % FAN / 8 * 8; k < FAN; k += 8) {
+		uint64_t hit = ((lane(lv + at + k) | HIGH) - ONES * n) & HIGH;
 
-	return hit ? at + (size_t)__builtin_ctzll(hit) / 8 : SIZE_MAX;
+		if (k == from % FAN / 8 * 8)
+			hit &= ~(uint64_t)0 << (from % 8 * 8);
+		if (hit)
+			return at + k + (size_t)__builtin_ctzll(hit) / 8;
+	}
+	return SIZE_MAX;
 #endif
 }
 
@@ -248,12 +262,12 @@ static void set_reach(struct ep__fit *fit, size_t i, size_t b)
 		return;
 	fit->reach[i] = (uint8_t)b;
 	for (size_t k = 1; k < fit->nlevels; k++) {
-		size_t j = i / 8, old = fit->level[k][j], now;
+		size_t j = i / FAN, old = fit->level[k][j], now;
 
 		if (b >= old)
 			now = b;
 		else if (a == old)
-			now = node_max(fit->level[k - 1] + j * 8); /* the maximum fell */
+			now = node_max(fit->level[k - 1] + j * FAN); /* the maximum fell */
 		else
 			now = old;
 		if (now == old)
@@ -268,7 +282,7 @@ static void set_reach(struct ep__fit *fit, size_t i, size_t b)
 int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 {
 	size_t words = EP__BITMAP_WORDS(nbits) ? EP__BITMAP_WORDS(nbits) : 1;
-	size_t bytes = words, n = (words + 7) / 8 * 8;
+	size_t bytes = words, n = (words + FAN - 1) / FAN * FAN;
 
 	memset(fit, 0, sizeof(*fit));
 	for (;;) {
@@ -276,9 +290,9 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 			return -1;
 		fit->len[fit->nlevels++] = n;
 		bytes += n;
-		if (n == 8)
+		if (n == FAN)
 			break;
-		n = (n / 8 + 7) / 8 * 8;
+		n = (n / FAN + FAN - 1) / FAN * FAN;
 	}
 	fit->nbits = nbits;
 	fit->nwords = words;
@@ -416,12 +430,12 @@ static size_t first_reach(const struct ep__fit *fit, size_t from, size_t n)
 	if (from >= fit->nwords)
 		return fit->nwords;
 	while ((at = node_find(fit->level[k], from, n)) == SIZE_MAX) {
-		from = from / 8 + 1;
+		from = from / FAN + 1;
 		if (++k == fit->nlevels || from >= fit->len[k])
 			return fit->nwords;
 	}
 	while (k--)
-		at = node_find(fit->level[k], at * 8, n);
+		at = node_find(fit->level[k], at * FAN, n);
 	return at < fit->nwords ? at : fit->nwords;
 }
 
@@ -434,7 +448,7 @@ static size_t first_word(const struct ep__fit *fit, size_t n)
 	if (at == SIZE_MAX)
 		return fit->nwords;
 	while (k--)
-		at = node_find(fit->level[k], at * 8, n);
+		at = node_find(fit->level[k], at * FAN, n);
 	return at;
 }
 

@@ -97,36 +97,39 @@ static inline bool ep__bitmap_test(const uint64_t *map, size_t pos)
 
 
 /*
- * A summary over a bitmap that finds the lowest run of n clear bits in a
- * few word operations, however fragmented the map is.  Per 64-bit word i
- * it keeps run[i], the longest clear run inside the word, and reach[i],
- * the longest clear run that starts in word i and ends in it or the next
- * one, capped at 64: the lowest word with reach >= n holds the first fit
- * of any n <= 64.  That word is found in a tree of byte maxima with 8
- * children a node: level 0 is reach, each level above holds the maximum
- * of 8 entries of the one below, and the top level is one node.  A node
- * is one 64-bit word, read at once (SWAR: "the first byte >= n" in four
- * operations, one instruction where there is SIMD), so a 2 MiB pack
- * (512 words, three levels) is searched in at most six such reads.  A
- * change of reach[i] goes up the tree only while it changes a node's
- * maximum.  A run longer than 64 starts where reach is 64, so those words
- * are the only candidates for a larger request.
+ * A summary over a bitmap that finds the lowest run of n clear bits in
+ * a few word operations, however fragmented the map is. Per 64-bit word
+ * i it keeps run[i], the longest clear run inside the word, and
+ * reach[i], the longest clear run that starts in word i and ends in it
+ * or the next one, capped at 64: the lowest word with reach >= n holds
+ * the first fit of any n <= 64. That word is found in a tree of byte
+ * maxima with 32 children a node: level 0 is reach, each level above
+ * holds the maximum of 32 entries of the one below, and the top level
+ * is one node. "The first entry >= n" in a node is two compares and
+ * masks with SSE2 (four 64-bit words of SWAR elsewhere: "the first byte
+ * >= n" of one in four operations), so a 2 MiB pack (512 words, two
+ * levels) is searched in two node reads, top down. A change of reach[i]
+ * goes up the tree only while it changes a node's maximum. A run longer
+ * than 64 starts where reach is 64, so those words are the only
+ * candidates for a larger request.
  *
  * Every stored run, reach and maximum is exact: after setting bits [pos,
- * pos+n) (an allocation) call ep__fit_mark(), after clearing them (a free)
- * ep__fit_mark_clear().  Each recomputes the words the bits are in and
- * the word below them (whose run may go on into them), so a search never
- * lands on a word that cannot fit and never has to look again.
+ * pos+n) (an allocation) call ep__fit_mark_set(), after clearing them (a
+ * free) ep__fit_mark_clear(), or after any change ep__fit_mark().  Each
+ * recomputes the words the bits are in and the word below them (whose run
+ * may go on into them), so a search never lands on a word that cannot fit
+ * and never has to look again.
  */
 #define EP__FIT_MAX 64 /* reach is capped here */
-#define EP__FIT_LEVELS 12 /* 8^12 words: far past any pack */
+#define EP__FIT_FAN 32   /* entries a node: two SIMD registers' worth */
+#define EP__FIT_LEVELS 8 /* 32^8 words: far past any pack */
 
 struct ep__fit {
 	size_t nbits;
 	size_t nwords;
-	size_t nlevels;                 /* the top one has 8 entries */
-	uint8_t *level[EP__FIT_LEVELS]; /* level[0] is reach; each padded to 8s */
-	size_t len[EP__FIT_LEVELS];     /* entries of each, a multiple of 8 */
+	size_t nlevels;                 /* the top one is one node */
+	uint8_t *level[EP__FIT_LEVELS]; /* level[0] is reach; each whole nodes */
+	size_t len[EP__FIT_LEVELS];     /* entries of each, a multiple of the fan */
 	uint8_t *run;                   /* per word */
 	uint8_t *reach;                 /* level[0] */
 	uint64_t tail;                  /* the bits past nbits in the last word */

@@ -197,7 +197,8 @@ static void check_tree(const struct ep__fit *fit, const struct ep__fit *fresh)
 		for (size_t j = 0; k && j < fit->len[k]; j++) {
 			uint8_t m = 0;
 
-			for (size_t c = 8 * j; c < 8 * j + 8 && c < fit->len[k - 1]; c++)
+			for (size_t c = EP__FIT_FAN * j; c < EP__FIT_FAN * (j + 1) && c < fit->len[k - 1];
+			     c++)
 				if (fit->level[k - 1][c] > m)
 					m = fit->level[k - 1][c];
 			ck_assert_uint_eq(fit->level[k][j], m);
