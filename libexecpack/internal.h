@@ -50,7 +50,7 @@ void ep__copy_code_word(void *dst, const void *src, size_t len);
 static inline void ep__copy_code(void *dst, const void *src, size_t len)
 {
 	if (len > 8)
-		memcpy(dst, src, len); /* (a program: no reader relies on its bytes yet) */
+		memcpy(dst, src, len); /* (past 8 bytes nothing is promised whole) */
 	else
 		ep__copy_code_word(dst, src, len);
 }
