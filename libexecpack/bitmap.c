@@ -15,15 +15,12 @@ static inline uint64_t mask_from(size_t bit)
 	return ~(uint64_t)0 << (bit % 64);
 }
 
-/* First set bit of (word ^ flip) at or after start: flip 0 finds a set bit,
- * flip ~0 a clear one. */
-static size_t find_next(const uint64_t *map, size_t nbits, size_t start,
-			uint64_t flip)
+size_t ep__bitmap_next_set_far(const uint64_t *map, size_t nbits, size_t start)
 {
 	if (start >= nbits)
 		return nbits;
 	size_t w = start / 64;
-	uint64_t word = (map[w] ^ flip) & mask_from(start);
+	uint64_t word = map[w] & mask_from(start);
 	const size_t nwords = EP__BITMAP_WORDS(nbits);
 
 	for (;;) {
@@ -33,18 +30,8 @@ static size_t find_next(const uint64_t *map, size_t nbits, size_t start,
 		}
 		if (++w >= nwords)
 			return nbits;
-		word = map[w] ^ flip;
+		word = map[w];
 	}
-}
-
-size_t ep__bitmap_next_zero_far(const uint64_t *map, size_t nbits, size_t start)
-{
-	return find_next(map, nbits, start, ~(uint64_t)0);
-}
-
-size_t ep__bitmap_next_set_far(const uint64_t *map, size_t nbits, size_t start)
-{
-	return find_next(map, nbits, start, 0);
 }
 
 size_t ep__bitmap_prev_set(const uint64_t *map, size_t pos)

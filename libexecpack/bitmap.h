@@ -20,26 +20,11 @@
  * is a run of at most 64 chunks, usually inside one word), out of line for
  * the rest: the calls themselves were a tenth of a small alloc/free cycle.
  */
-size_t ep__bitmap_next_zero_far(const uint64_t *map, size_t nbits, size_t start);
 size_t ep__bitmap_next_set_far(const uint64_t *map, size_t nbits, size_t start);
 void ep__bitmap_set_far(uint64_t *map, size_t pos, size_t n);
 void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n);
 
-/* Index of the first clear (set) bit at or after start; nbits when none. */
-static inline size_t ep__bitmap_next_zero(const uint64_t *map, size_t nbits, size_t start)
-{
-	if (start >= nbits)
-		return nbits;
-	uint64_t w = ~map[start / 64] & (~(uint64_t)0 << (start % 64));
-
-	if (w) {
-		size_t i = (start & ~(size_t)63) + (size_t)__builtin_ctzll(w);
-
-		return i < nbits ? i : nbits;
-	}
-	return ep__bitmap_next_zero_far(map, nbits, (start | 63) + 1);
-}
-
+/* Index of the first set bit at or after start; nbits when none. */
 static inline size_t ep__bitmap_next_set(const uint64_t *map, size_t nbits, size_t start)
 {
 	if (start >= nbits)

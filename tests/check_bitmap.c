@@ -43,30 +43,6 @@ static size_t model_find(size_t nbits, size_t start, size_t n)
 	return nbits;
 }
 
-/*
- * Lowest index >= start of a run of n clear bits (the kernel's
- * bitmap_find_next_zero_area() without alignment), nbits when none, from
- * the library's next_zero and next_set: the pool searches with the summary
- * tree instead, so this lives here, where it exercises those two.
- */
-static size_t find_zero_area(const uint64_t *m, size_t nbits, size_t start, size_t n)
-{
-	if (n == 0 || n > nbits)
-		return nbits;
-	for (;;) {
-		size_t lo = ep__bitmap_next_zero(m, nbits, start);
-
-		if (lo >= nbits || nbits - lo < n)
-			return nbits;
-		/* the run ends at the next set bit; only look as far as needed */
-		size_t hi = ep__bitmap_next_set(m, lo + n, lo);
-
-		if (hi >= lo + n)
-			return lo;
-		start = hi + 1;
-	}
-}
-
 static unsigned rnd(unsigned *s)
 {
 	*s = *s * 1103515245u + 12345u;
@@ -92,10 +68,8 @@ START_TEST(test_random_vs_model)
 		for (int op = 0, nops = ops(4000); op < nops; op++) {
 			size_t start = rnd(&seed) % nbits;
 			size_t n = 1 + rnd(&seed) % (rnd(&seed) % 4 == 0 ? nbits : 70);
-			size_t got = find_zero_area(map, nbits, start, n);
-			size_t want = model_find(nbits, start, n);
+			size_t got = model_find(nbits, start, n);
 
-			ck_assert_uint_eq(got, want);
 			if (rnd(&seed) % 2 && got < nbits) {
 				ep__bitmap_set(map, got, n);
 				for (size_t k = 0; k < n; k++)
@@ -109,12 +83,7 @@ START_TEST(test_random_vs_model)
 				for (size_t k = 0; k < len; k++)
 					model[start + k] = false;
 			}
-			/* next_zero / next_set / prev_set against the model */
-			size_t nz = start;
-
-			while (nz < nbits && model[nz])
-				nz++;
-			ck_assert_uint_eq(ep__bitmap_next_zero(map, nbits, start), nz);
+			/* next_set / prev_set against the model */
 			size_t ns = start;
 
 			while (ns < nbits && !model[ns])
@@ -139,13 +108,18 @@ START_TEST(test_word_boundaries)
 	for (size_t i = 60; i < 70; i++)
 		ck_assert(ep__bitmap_test(map, i));
 	ck_assert(ep__bitmap_test(map, 70) == false);
-	ck_assert_uint_eq(find_zero_area(map, 200, 0, 60), 0);
-	ck_assert_uint_eq(find_zero_area(map, 200, 0, 61), 70);
-	ck_assert_uint_eq(find_zero_area(map, 200, 55, 5), 55);
-	ck_assert_uint_eq(find_zero_area(map, 200, 56, 5), 70);
-	ck_assert_uint_eq(find_zero_area(map, 200, 0, 131), 200); /* 70..199 = 130 */
-	ck_assert_uint_eq(find_zero_area(map, 200, 0, 130), 70);
-	ck_assert_uint_eq(find_zero_area(map, 200, 0, 0), 200);
+	/* first fit across the boundary, by the summary */
+	struct ep__fit fit;
+	size_t longest = 0;
+
+	ck_assert_int_eq(ep__fit_init(&fit, map, 200), 0);
+	ck_assert_uint_eq(ep__fit_find(&fit, map, 60, NULL), 0);
+	ck_assert_uint_eq(ep__fit_find(&fit, map, 61, NULL), 70);
+	ck_assert_uint_eq(ep__fit_find(&fit, map, 131, &longest), 200); /* 70..199 = 130 */
+	ck_assert_uint_eq(longest, 130);
+	ck_assert_uint_eq(ep__fit_find(&fit, map, 130, NULL), 70);
+	ck_assert_uint_eq(ep__fit_find(&fit, map, 0, NULL), 200);
+	ep__fit_destroy(&fit);
 	ck_assert_uint_eq(ep__bitmap_prev_set(map, 200), 69);
 	ck_assert_uint_eq(ep__bitmap_prev_set(map, 59), SIZE_MAX);
 	ep__bitmap_clear(map, 60, 10);
@@ -155,8 +129,8 @@ START_TEST(test_word_boundaries)
 	ck_assert_uint_eq(map[0], UINT64_MAX);
 	ck_assert_uint_eq(map[1], UINT64_MAX);
 	ck_assert_uint_eq(map[2], 0);
-	ck_assert_uint_eq(ep__bitmap_next_zero(map, 128, 0), 128);
-	ck_assert_uint_eq(ep__bitmap_next_zero(map, 129, 0), 128);
+	ck_assert_uint_eq(ep__bitmap_next_set(map, 129, 128), 129);
+	ck_assert_uint_eq(ep__bitmap_next_set(map, 200, 100), 100);
 }
 END_TEST
 
