@@ -3,11 +3,12 @@
 # bench-instructions.sh - instructions per op of workload 10's churn, for
 # `make bench-instructions`.
 #
-# Runs tests/bench-ops under callgrind for libexecpack, for the floor and
-# for the floor staged as ep_alloc() stages code (LIVE live programs, OPS
-# free + JIT pairs counted after as many uncounted), and prints
-# instructions per op for each, the ratios, and first fit's share: the
-# inclusive cost of ep__pack_find.
+# Runs tests/bench-ops under callgrind for libexecpack, for the floor, for
+# the floor staged as ep_alloc() stages code and for the staged floor with
+# first fit over a chunk bitmap (the library's summary) in place of its
+# free lists (LIVE live programs, OPS free + JIT pairs counted after as
+# many uncounted), and prints instructions per op for each, the ratios,
+# and first fit's share: the inclusive cost of ep__pack_find.
 #
 # Usage: bench-instructions.sh BENCH-OPS [LIVE [OPS]]   (10000, 20000)
 set -u
@@ -39,7 +40,7 @@ total() {
 	awk '/^(summary|totals):/ { print $2; exit }' "$1"
 }
 
-for who in execpack floor staged; do
+for who in execpack floor staged firstfit; do
 	if ! valgrind --tool=callgrind --toggle-collect=run_ops \
 		--callgrind-out-file="$tmp/$who.out" "$prog" "$who" "$live" "$ops" \
 		>"$tmp/$who.log" 2>&1; then
@@ -54,6 +55,7 @@ done
 ep=$(total "$tmp/execpack.out")
 fl=$(total "$tmp/floor.out")
 st=$(total "$tmp/staged.out")
+ff=$(total "$tmp/firstfit.out")
 if [ -z "$ep" ] || [ -z "$fl" ] || [ "$ep" = 0 ] || [ "$fl" = 0 ]; then
 	echo "bench-instructions: no instructions collected in run_ops" >&2
 	exit 1
@@ -72,13 +74,17 @@ take=$(inclusive ep__pack_take)
 give=$(inclusive 'ep__pack_give_back(\\.constprop\\.[0-9]+)?')
 
 echo "instructions per free + JIT pair, $live live programs, $ops ops counted (callgrind)"
-awk -v ep="$ep" -v fl="$fl" -v st="${st:-0}" -v ops="$ops" 'BEGIN {
+awk -v ep="$ep" -v fl="$fl" -v st="${st:-0}" -v ff="${ff:-0}" -v ops="$ops" 'BEGIN {
 	printf "  %-34s %10.0f\n", "execpack", ep / ops
 	printf "  %-34s %10.0f\n", "floor", fl / ops
 	printf "  %-34s %9.2fx\n", "execpack / floor", ep / fl
 	if (st > 0) {
 		printf "  %-34s %10.0f\n", "staged floor (ep_alloc()'"'"'s copy)", st / ops
 		printf "  %-34s %9.2fx\n", "execpack / staged", ep / st
+	}
+	if (ff > 0) {
+		printf "  %-34s %10.0f\n", "first-fit floor (staged, bitmap)", ff / ops
+		printf "  %-34s %9.2fx\n", "execpack / first-fit floor", ep / ff
 	}
 }'
 if [ -n "$find" ]; then

@@ -10,12 +10,14 @@
  * 64-byte class, the code written through the RW view, a freed slot
  * refilled with traps), or on that floor staged as ep_alloc() stages code
  * (written into a private buffer of traps, then copied through the RW
- * view); execpack is a pool of the memfd backend.  An
+ * view), or on the first-fit floor (bench-firstfit.h: the staged floor
+ * with first fit over a chunk bitmap, the library's summary, in place of
+ * the free lists); execpack is a pool of the memfd backend.  An
  * untimed warm-up of OPS ops comes first; the counted ops run in run_ops()
  * alone, which callgrind collects (--toggle-collect=run_ops).  Every live
  * program is checked at the end.
  *
- * Usage: bench-ops execpack|floor|staged LIVE OPS
+ * Usage: bench-ops execpack|floor|staged|firstfit LIVE OPS
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "execpack.h"
+#include "bench-firstfit.h"
 
 /* Hidden in the library; resolved only where this is linked statically. */
 extern int ep__valgrind __attribute__((weak));
@@ -160,6 +163,18 @@ static void floor_drop(void *exec)
 	fl.free[c][fl.nfree[c]++] = (uint32_t)k;
 }
 
+static struct bench_ff ff;
+
+static void *ff_put(size_t len, uint32_t imm)
+{
+	size_t pos = bench_ff_take(&ff, len);
+
+	if (pos == SIZE_MAX)
+		die("first-fit floor", ENOMEM);
+	emit(ff.stage, len, imm);
+	return bench_ff_commit(&ff, pos);
+}
+
 static void *ep_put(size_t len, uint32_t imm)
 {
 	struct ep_image img;
@@ -192,20 +207,28 @@ struct op {
 	uint32_t victim, len, imm;
 };
 
-static int use_floor;
+static int use_floor, use_ff;
+
+static inline void *put(size_t len, uint32_t imm)
+{
+	return use_ff ? ff_put(len, imm)
+	       : staged ? staged_put(len, imm)
+	       : use_floor ? floor_put(len, imm) : ep_put(len, imm);
+}
 
 static inline void one_op(struct prog *live, const struct op *o)
 {
 	struct prog *pr = &live[o->victim];
 
-	if (use_floor)
+	if (use_ff)
+		bench_ff_drop(&ff, pr->p);
+	else if (use_floor)
 		floor_drop(pr->p);
 	else
 		ep_drop(pr->p);
 	pr->len = o->len;
 	pr->imm = o->imm;
-	pr->p = staged ? staged_put(pr->len, pr->imm)
-		: use_floor ? floor_put(pr->len, pr->imm) : ep_put(pr->len, pr->imm);
+	pr->p = put(pr->len, pr->imm);
 }
 
 /* What callgrind counts: n free + JIT pairs, nothing else. */
@@ -222,13 +245,15 @@ int main(int argc, char **argv)
 	struct op *ops;
 
 	if (argc != 4 ||
-	    (strcmp(argv[1], "execpack") && strcmp(argv[1], "floor") && strcmp(argv[1], "staged")) ||
+	    (strcmp(argv[1], "execpack") && strcmp(argv[1], "floor") && strcmp(argv[1], "staged") &&
+	     strcmp(argv[1], "firstfit")) ||
 	    (nlive = atol(argv[2])) < 1 || (nops = atol(argv[3])) < 1 || nlive > 1000000 ||
 	    nops > 100000000) {
-		fprintf(stderr, "usage: %s execpack|floor|staged LIVE OPS\n", argv[0]);
+		fprintf(stderr, "usage: %s execpack|floor|staged|firstfit LIVE OPS\n", argv[0]);
 		return 2;
 	}
 	staged = !strcmp(argv[1], "staged");
+	use_ff = !strcmp(argv[1], "firstfit");
 	use_floor = staged || !strcmp(argv[1], "floor");
 	memset(tmpl, 0x90, sizeof(tmpl));
 	tmpl[0] = 0xb8;
@@ -248,7 +273,12 @@ int main(int argc, char **argv)
 		ops[i].imm = (uint32_t)rng_next();
 	}
 
-	if (use_floor) {
+	if (use_ff) {
+		int rc = bench_ff_init(&ff, FLOOR_SIZE);
+
+		if (rc)
+			die("first-fit floor", rc);
+	} else if (use_floor) {
 		floor_init();
 	} else {
 		struct ep_config cfg = { 0 };
@@ -270,9 +300,7 @@ int main(int argc, char **argv)
 					"include the library's Valgrind paths\n");
 	}
 	for (long i = 0; i < nlive; i++)
-		live[i].p = staged      ? staged_put(live[i].len, live[i].imm)
-			    : use_floor ? floor_put(live[i].len, live[i].imm)
-					: ep_put(live[i].len, live[i].imm);
+		live[i].p = put(live[i].len, live[i].imm);
 	/* (not a function like run_ops: the compiler would fold the two into one) */
 	for (long i = 0; i < nops; i++)
 		one_op(live, &ops[i]);
@@ -298,7 +326,9 @@ int main(int argc, char **argv)
 #endif
 	}
 	printf("%s: %ld live, %ld ops\n", argv[1], nlive, nops);
-	if (!use_floor)
+	if (use_ff)
+		bench_ff_destroy(&ff);
+	else if (!use_floor)
 		ep_pool_destroy(pool);
 	return 0;
 }

@@ -63,6 +63,7 @@
 #endif
 
 #include "execpack.h"
+#include "bench-firstfit.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -597,6 +598,48 @@ template <bool Staged> struct FloorT : Alloc {
 		free_[c].push_back(uint32_t(k));
 	}
 	size_t reserved() override { return top; }
+	size_t packs() override { return 1; }
+};
+
+/*
+ * The first-fit floor of workload 10 (bench-firstfit.h): FloorT<true>'s
+ * work with first fit over one chunk bitmap, the library's own summary,
+ * in place of the free lists.  What first fit costs by itself: no packs
+ * to choose between, no lock, no state, no records, no counts.
+ */
+struct FirstFit : Alloc {
+	enum : size_t { SIZE = size_t(1) << 30 };
+	bench_ff f;
+	FirstFit() : Alloc("first-fit")
+	{
+		int rc = bench_ff_init(&f, SIZE);
+		if (rc)
+			die("first-fit floor: %s", std::strerror(-rc));
+	}
+	~FirstFit() override { bench_ff_destroy(&f); }
+	void *try_put(size_t len, uint32_t imm, int *err) override
+	{
+		if (len == 0 || len > BENCH_FF_MAX) {
+			*err = -EINVAL;
+			return nullptr;
+		}
+		size_t pos = bench_ff_take(&f, len);
+		if (pos == SIZE_MAX) {
+			*err = -ENOMEM;
+			return nullptr;
+		}
+		emit(f.stage, len, imm);
+		return bench_ff_commit(&f, pos);
+	}
+	void drop(void *exec) override { bench_ff_drop(&f, exec); }
+	size_t reserved() override
+	{
+		/* the end of the highest slot: what first fit has packed into */
+		size_t n = f.nchunks;
+		while (n && !ep__bitmap_test(f.used, n - 1))
+			n--;
+		return n * EP_CHUNK_SIZE;
+	}
 	size_t packs() override { return 1; }
 };
 
@@ -2106,8 +2149,8 @@ static long minor_faults()
 static void workload_floor()
 {
 	static const int lives[] = { 10000, 300000 };
-	enum { NL = 2, EP = 0, FL = 1, ST = 2, NA = 3 };
-	static const char *const names[NA] = { "execpack", "floor", "staged" };
+	enum { NL = 2, EP = 0, FL = 1, ST = 2, FF = 3, NA = 4 };
+	static const char *const names[NA] = { "execpack", "floor", "staged", "first-fit" };
 	const int n = ops(20000);
 	std::vector<double> t[NL][NA], wc[NL][NA], flt[NL][NA];
 
@@ -2120,6 +2163,7 @@ static void workload_floor()
 				int k = (i + r) % NA;
 				Alloc *a = k == EP   ? make(K_EP)
 					   : k == ST ? static_cast<Alloc *>(new FloorT<true>())
+					   : k == FF ? static_cast<Alloc *>(new FirstFit())
 						     : static_cast<Alloc *>(new FloorT<false>());
 				std::vector<Prog> live = q.init;
 				for (auto &pr : live)
@@ -2147,7 +2191,10 @@ static void workload_floor()
 	     "  class, a class byte per chunk; the code written through the RW view, a freed\n"
 	     "  slot refilled with traps.  staged: the floor plus what ep_alloc()'s contract\n"
 	     "  adds to it, the code written into a private buffer of traps and then copied\n"
-	     "  through the RW view: no allocator with that contract does less.\n"
+	     "  through the RW view: no allocator with that contract does less.  first-fit:\n"
+	     "  staged with first fit over one chunk bitmap (the library's summary) in place\n"
+	     "  of the free lists: what the seed's placement costs by itself, with no packs,\n"
+	     "  lock, state, records or counts.\n"
 	     "  Each run: setup, then an untimed warm-up of as many\n"
 	     "  ops as are timed (free lists and pages settle; neither side is populated\n"
 	     "  beforehand), then the ops timed by the TSC (free + JIT; each new program\n"
@@ -2165,9 +2212,14 @@ static void workload_floor()
 				    stats_of(wc[l][k]).med, ratio(wc[l][k], wc[l][FL]),
 				    stats_of(flt[l][k]).med);
 		}
-	for (int l = 0; l < NL; l++)
+	for (int l = 0; l < NL; l++) {
 		std::printf("  %7d live: execpack / staged %.2fx, with call %.2fx\n", lives[l],
 			    ratio(t[l][EP], t[l][ST]), ratio(wc[l][EP], wc[l][ST]));
+		std::printf("  %7d live: first-fit / floor %.2fx, with call %.2fx; execpack / "
+			    "first-fit %.2fx, with call %.2fx\n",
+			    lives[l], ratio(t[l][FF], t[l][FL]), ratio(wc[l][FF], wc[l][FL]),
+			    ratio(t[l][EP], t[l][FF]), ratio(wc[l][EP], wc[l][FF]));
+	}
 	target("floor: execpack / floor at 10,000 live", ratio(t[0][EP], t[0][FL]), 1.6, true);
 	target("floor: execpack / floor at 300,000 live", ratio(t[1][EP], t[1][FL]), 1.6, true);
 	target("  the same, with a call of each new program", ratio(wc[1][EP], wc[1][FL]), 1.25,
