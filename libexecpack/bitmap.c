@@ -109,35 +109,27 @@ static inline size_t suf_of(uint64_t w)
 	return w ? (size_t)__builtin_clzll(w) : 64;
 }
 
-/* Longest run of clear bits in w. */
+/* Longest run of clear bits in w: a step a run, from the lowest up (a
+ * busy word has few; fewer instructions than binary lifting's fixed
+ * dozen steps, and as fast: doc/performance.md). */
 static uint8_t run_in(uint64_t w)
 {
-	if (w == 0)
+	uint64_t x = ~w; /* the clear bits, as ones */
+	size_t best = 0;
+
+	if (x == ~(uint64_t)0)
 		return 64;
-	if (w == ~(uint64_t)0)
-		return 0; /* (a full word: most of a busy pack) */
-	/* By binary lifting: r[k] has bit p set where a run of 2^k clear bits
-	 * starts at p; then the longest length is built greedily from the
-	 * largest step down.  A fixed dozen steps, instead of a loop over the
-	 * runs whose count the branch predictor cannot guess. */
-	uint64_t r[6];
+	while (x) {
+		x >>= __builtin_ctzll(x); /* a run from bit 0 */
+		/* (below 64: x is not all ones, neither ~w nor anything
+		 * shifted right) */
+		size_t len = (size_t)__builtin_ctzll(~x);
 
-	r[0] = ~w;
-#pragma GCC unroll 6
-	for (int k = 1; k < 6; k++)
-		r[k] = r[k - 1] & (r[k - 1] >> (1u << (k - 1)));
-	uint64_t at = ~(uint64_t)0; /* where a run of len clear bits starts */
-	uint32_t len = 0;
-
-#pragma GCC unroll 6
-	for (int k = 5; k >= 0; k--) {
-		uint64_t c = at & (r[k] >> len);
-		uint64_t none = (uint64_t)(c == 0);
-
-		len += (uint32_t)(1 - none) << k;
-		at = c | (at & (0 - none)); /* (masks, not branches) */
+		if (len > best)
+			best = len;
+		x >>= len;
 	}
-	return (uint8_t)len;
+	return (uint8_t)best;
 }
 
 /* reach of word i (bits w) from its run: the longest run starting in it
