@@ -315,6 +315,39 @@ START_TEST(test_fit_big_vs_model)
 }
 END_TEST
 
+/* A one-word map's longest clear run, for words with many short runs
+ * (alternating bits), one long one, runs at either end, and at random. */
+START_TEST(test_word_longest_run)
+{
+	uint64_t words[64 + 6] = { 0, ~(uint64_t)0, 0x5555555555555555ull, 0xaaaaaaaaaaaaaaaaull,
+				   1, (uint64_t)1 << 63 };
+	unsigned seed = 4242;
+	size_t nw = 6;
+
+	for (size_t k = 0; k < 64; k++) /* bits k..63 clear, k > 0 set below */
+		words[nw++] = k ? ~(uint64_t)0 >> (64 - k) : 1;
+	for (int r = 0; r < 20000; r++) {
+		uint64_t w = words[r % nw];
+		struct ep__fit fit;
+		size_t best = 0, run = 0;
+
+		if (r >= (int)nw) /* random words, denser or sparser */
+			w = ((uint64_t)rnd(&seed) << 32 | rnd(&seed)) &
+			    (r % 3 ? (uint64_t)rnd(&seed) << 32 | rnd(&seed) : ~(uint64_t)0);
+		for (size_t i = 0; i < 64; i++) {
+			run = (w >> i) & 1 ? 0 : run + 1;
+			best = run > best ? run : best;
+		}
+		map[0] = w;
+		ck_assert_int_eq(ep__fit_init(&fit, map, 64), 0);
+		ck_assert_msg(ep__fit_longest(&fit, map) == best, "word %016llx: %zu, not %zu",
+			      (unsigned long long)w, ep__fit_longest(&fit, map), best);
+		ep__fit_destroy(&fit);
+	}
+	map[0] = 0;
+}
+END_TEST
+
 static Suite *bitmap_suite(void)
 {
 	Suite *s = suite_create("bitmap");
@@ -323,6 +356,7 @@ static Suite *bitmap_suite(void)
 	tcase_add_loop_test(tc, test_random_vs_model, 0, 8);
 	tcase_add_loop_test(tc, test_fit_big_vs_model, 0, 4);
 	tcase_add_test(tc, test_word_boundaries);
+	tcase_add_test(tc, test_word_longest_run);
 	tcase_add_loop_test(tc, test_fit_tree_vs_model, 0, 6);
 	/* a case takes 0.1 s alone, but once overran Check's default 4 s on a
 	 * loaded machine */
