@@ -36,6 +36,13 @@
  *     (PLAIN only) never leaves a record behind.
  * Large allocations have no state byte: every call on them takes the heap's
  * lock, and their record is their life.
+ *
+ * A byte other than NONE is only ever on an allocation's first chunk, so
+ * a live state says that an allocation starts there.  The byte's top five
+ * bits keep the allocation's length in chunks where it is at most 31 (0:
+ * longer, the maps say): a free finds its extent in the byte it reads
+ * anyway, not in two bitmaps.  The length is set at birth and by a lock
+ * holder that shrinks the allocation; every transition keeps it.
  */
 #ifndef EP_ALLOC_STATE_H
 #define EP_ALLOC_STATE_H
@@ -54,9 +61,36 @@ enum {
 	EP__ST_FREEING,
 };
 
-static inline unsigned char ep__st_get(const struct ep__pack *p, size_t c)
+#define EP__ST_MASK 7u      /* the state; the bits above, the length */
+#define EP__ST_LEN_SHIFT 3
+#define EP__ST_LEN_MAX 31u
+
+/* The whole byte: state and length. */
+static inline unsigned char ep__st_byte(const struct ep__pack *p, size_t c)
 {
 	return __atomic_load_n(&p->state[c], __ATOMIC_ACQUIRE);
+}
+
+static inline unsigned char ep__st_get(const struct ep__pack *p, size_t c)
+{
+	return ep__st_byte(p, c) & EP__ST_MASK;
+}
+
+/* The length in chunks a byte keeps; 0: longer than it can keep. */
+static inline size_t ep__st_len(unsigned char byte)
+{
+	return byte >> EP__ST_LEN_SHIFT;
+}
+
+static inline unsigned char ep__st_len_bits(size_t n)
+{
+	return (unsigned char)(n <= EP__ST_LEN_MAX ? n << EP__ST_LEN_SHIFT : 0);
+}
+
+/* The byte with its state replaced, its length kept. */
+static inline unsigned char ep__st_with(unsigned char byte, unsigned state)
+{
+	return (unsigned char)((byte & ~EP__ST_MASK) | state);
 }
 
 /* Whether a call may act on the allocation at c (a lock holder's look). */
@@ -67,11 +101,11 @@ static inline bool ep__st_live(const struct ep__pack *p, size_t c)
 	return s == EP__ST_REC || s == EP__ST_PLAIN;
 }
 
-/* Heap lock held: a new allocation (a record from the start). */
-static inline void ep__st_born(struct ep__pack *p, size_t c)
+/* Heap lock held: a new allocation of n chunks (a record from the start). */
+static inline void ep__st_born(struct ep__pack *p, size_t c, size_t n)
 {
 	EP_YIELD("state born");
-	__atomic_store_n(&p->state[c], EP__ST_REC, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->state[c], ep__st_len_bits(n) | EP__ST_REC, __ATOMIC_RELEASE);
 }
 
 /* Heap lock held: this call acts on the allocation at c until
@@ -79,22 +113,30 @@ static inline void ep__st_born(struct ep__pack *p, size_t c)
 static inline int ep__st_enter(struct ep__pack *p, size_t c)
 {
 	EP_YIELD("state enter");
-	unsigned char s = ep__st_get(p, c);
+	unsigned char s = ep__st_byte(p, c);
 
-	if (s == EP__ST_REC)
+	if ((s & EP__ST_MASK) == EP__ST_REC)
 		return 0;
-	if (s == EP__ST_PLAIN &&
-	    __atomic_compare_exchange_n(&p->state[c], &s, EP__ST_BUSY, false, __ATOMIC_ACQUIRE,
-					__ATOMIC_ACQUIRE))
+	if ((s & EP__ST_MASK) == EP__ST_PLAIN &&
+	    __atomic_compare_exchange_n(&p->state[c], &s, ep__st_with(s, EP__ST_BUSY), false,
+					__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
 		return 0;
 	return -EINVAL; /* freed, never allocated, or a lock-free free owns it */
 }
 
-/* Heap lock held: the call is done; rec says whether it has a record. */
+/* Heap lock held: the call is done; rec says whether it has a record.
+ * (REC or BUSY until this store: nobody else writes the byte.) */
 static inline void ep__st_leave(struct ep__pack *p, size_t c, bool rec)
 {
 	EP_YIELD("state leave");
-	__atomic_store_n(&p->state[c], rec ? EP__ST_REC : EP__ST_PLAIN, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->state[c], ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN),
+			 __ATOMIC_RELEASE);
+}
+
+/* Heap lock held, the allocation entered: it is n chunks long now. */
+static inline void ep__st_resize(struct ep__pack *p, size_t c, size_t n)
+{
+	__atomic_store_n(&p->state[c], ep__st_len_bits(n) | ep__st_get(p, c), __ATOMIC_RELEASE);
 }
 
 /* Heap lock held: its chunks were given back. */
@@ -105,35 +147,41 @@ static inline void ep__st_gone(struct ep__pack *p, size_t c)
 }
 
 /*
- * No lock: claim the allocation at c for a free.  0: claimed (FREEING);
- * 1: it has a record, free it under the heap's lock; -EINVAL: not live.
- * BUSY is waited out: its holder is inside one short step.
+ * No lock: claim the allocation at c for a free.  0: claimed (FREEING),
+ * and *n its length as the byte keeps it (ep__st_len()); 1: it has a
+ * record, free it under the heap's lock; -EINVAL: not live.  BUSY is
+ * waited out: its holder is inside one short step.
  */
-static inline int ep__st_claim_free(struct ep__pack *p, size_t c)
+static inline int ep__st_claim_free(struct ep__pack *p, size_t c, size_t *n)
 {
 	for (unsigned spins = 0;; spins++) {
 		EP_YIELD("state claim");
-		unsigned char s = ep__st_get(p, c);
+		unsigned char s = ep__st_byte(p, c);
 
-		if (s == EP__ST_REC)
+		if ((s & EP__ST_MASK) == EP__ST_REC)
 			return 1;
-		if (s == EP__ST_PLAIN) {
-			if (__atomic_compare_exchange_n(&p->state[c], &s, EP__ST_FREEING, false,
-							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		if ((s & EP__ST_MASK) == EP__ST_PLAIN) {
+			if (__atomic_compare_exchange_n(&p->state[c], &s,
+							ep__st_with(s, EP__ST_FREEING), false,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				*n = ep__st_len(s);
 				return 0;
+			}
 			continue;
 		}
-		if (s != EP__ST_BUSY)
+		if ((s & EP__ST_MASK) != EP__ST_BUSY)
 			return -EINVAL;
 		EP_WAIT(spins, "state busy");
 	}
 }
 
-/* The claimer gives a claimed allocation back, untouched. */
+/* The claimer gives a claimed allocation back, untouched (FREEING until
+ * this store: nobody else writes the byte). */
 static inline void ep__st_unclaim(struct ep__pack *p, size_t c)
 {
 	EP_YIELD("state unclaim");
-	__atomic_store_n(&p->state[c], EP__ST_PLAIN, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->state[c], ep__st_with(ep__st_byte(p, c), EP__ST_PLAIN),
+			 __ATOMIC_RELEASE);
 }
 
 #endif /* EP_ALLOC_STATE_H */

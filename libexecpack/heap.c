@@ -240,12 +240,12 @@ void ep__heap_destroy(struct ep__heap *h)
  * allocation that a lock-free ep_free() owns is not live for it, and that
  * free waits while the call works.  Large allocations need only the lock.
  */
-static int alloc_enter(const struct ep__alloc *a)
+static inline int alloc_enter(const struct ep__alloc *a)
 {
 	return a->pack ? ep__st_enter(a->pack, a->chunk) : 0;
 }
 
-static void alloc_leave(struct ep__pack *p, size_t c, bool rec)
+static inline void alloc_leave(struct ep__pack *p, size_t c, bool rec)
 {
 	if (p)
 		ep__st_leave(p, c, rec);
@@ -556,6 +556,8 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 	if (a->pack)
 		ep__pack_give_back(h, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false, true);
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
+	if (a->pack)
+		ep__st_resize(a->pack, a->chunk, keep / CHUNK);
 	ep__uncharge(h, cut);
 	alloc_leave(a->pack, a->chunk, !a->norec);
 out:

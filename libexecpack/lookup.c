@@ -29,7 +29,7 @@ size_t ep__alloc_end(const struct ep__pack *p, size_t pos)
 	}
 	return p->nchunks;
 }
-struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v)
+struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, size_t n, struct ep__alloc *v)
 {
 	/* (the fields a pack allocation's paths read; the rest stay unset) */
 	v->hnext = NULL;
@@ -37,7 +37,7 @@ struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, struct ep__allo
 	v->exec = (void *)v->key;
 	v->pack = p;
 	v->chunk = pos;
-	v->reserved = (ep__alloc_end(p, pos) - pos) * CHUNK;
+	v->reserved = (n ? n : ep__alloc_end(p, pos) - pos) * CHUNK;
 	v->offset = 0;
 	v->staging = NULL;
 	v->stash_class = -1;
@@ -70,7 +70,7 @@ struct ep__alloc *ep__alloc_containing(const struct ep__heap *h, uintptr_t addr,
 		if (!a) {
 			if (!ep__st_live(r->pack, s))
 				return NULL; /* an ep_free() under way (remote.c) */
-			a = ep__alloc_view(r->pack, s, v);
+			a = ep__alloc_view(r->pack, s, ep__st_len(ep__st_byte(r->pack, s)), v);
 		}
 	}
 	uintptr_t lo = (uintptr_t)a->exec, hi = a->key + a->reserved;
@@ -100,7 +100,7 @@ struct ep__alloc *ep__alloc_exact_slow(const struct ep__heap *h, const void *exe
 		size_t c = (x - r->lo) / CHUNK;
 
 		return ep__bitmap_test(r->pack->start, c) && ep__st_live(r->pack, c)
-			       ? ep__alloc_view(r->pack, c, v)
+			       ? ep__alloc_view(r->pack, c, ep__st_len(ep__st_byte(r->pack, c)), v)
 			       : NULL;
 	}
 	a = ep__alloc_containing(h, x, v);

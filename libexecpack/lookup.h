@@ -30,8 +30,9 @@ size_t ep__alloc_end(const struct ep__pack *p, size_t pos);
 struct ep__alloc *ep__alloc_containing(const struct ep__heap *h, uintptr_t addr,
 				       struct ep__alloc *v);
 /* A pack allocation without a record, described in *v (a view): it begins
- * at chunk pos and runs to the next start bit or free chunk. */
-struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, struct ep__alloc *v);
+ * at chunk pos and is n chunks long, or where n is 0 (its state byte could
+ * not keep the length), runs to the next start bit or free chunk. */
+struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, size_t n, struct ep__alloc *v);
 struct ep__alloc *ep__alloc_exact_slow(const struct ep__heap *h, const void *exec,
 				       struct ep__alloc *v);
 
@@ -51,10 +52,11 @@ static inline struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct
 
 		if (p->heap == h && base && off < __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK) {
 			size_t c = off / CHUNK;
-			unsigned char s = ep__st_get(p, c);
+			unsigned char b = ep__st_byte(p, c), s = b & EP__ST_MASK;
 
+			/* (a live state is on a first chunk only) */
 			if (s == EP__ST_PLAIN)
-				return ep__bitmap_test(p->start, c) ? ep__alloc_view(p, c, v) : NULL;
+				return ep__alloc_view(p, c, ep__st_len(b), v);
 			if (s != EP__ST_REC)
 				return NULL; /* not live, not a start, or being freed */
 			struct ep__alloc *a = ep__hash_find(h, (uintptr_t)exec);

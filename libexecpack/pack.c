@@ -217,7 +217,7 @@ __attribute__((noinline)) void ep__pack_take(struct ep__heap *h, struct ep__pack
 	ep__bitmap_set(p->start, pos, 1);
 	ep__bitmap_set(p->used, pos, n);
 	ep__pack_write_end(p);
-	ep__st_born(p, pos); /* (a record from the start: ep__heap_alloc() gives it one) */
+	ep__st_born(p, pos, n); /* (a record from the start: ep__heap_alloc() gives it one) */
 	ep__fit_mark_set(&p->fit, p->used, pos, n);
 	p->free_chunks -= n;
 	ep__tally(&h->tally.used_in, n * CHUNK);

@@ -8,7 +8,8 @@
  *      (alloc-state.h; one CAS, so of two frees of one address only one
  *      goes on, and a free that finds anything but PLAIN changes nothing);
  *   2. checks that the pack still has the region the address was routed
- *      to, and reads the allocation's extent from the maps as a seqlock
+ *      to, and takes the allocation's extent from the state byte it
+ *      claimed, or for a long one reads it from the maps as a seqlock
  *      reader (the owner may be changing the bits around it);
  *   3. refills its chunks with traps through the backend, which needs no
  *      lock for that, gives back its charge against the limit and counts
@@ -108,7 +109,9 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	__atomic_add_fetch(&h->remote_inflight, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&h->remote_gated, __ATOMIC_SEQ_CST))
 		goto out; /* fork() under way: the lock waits for it */
-	if ((rc = ep__st_claim_free(p, c)))
+	size_t n;
+
+	if ((rc = ep__st_claim_free(p, c, &n)))
 		goto out; /* a record (1: the lock's path), or not live */
 	/* The pack was released and reused for another region between the
 	 * route's answer and the claim (a free of an address that is gone):
@@ -118,7 +121,8 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 		rc = -EINVAL;
 		goto out;
 	}
-	size_t len = (racy_end(p, c) - c) * CHUNK;
+	/* (its state byte keeps the length unless it is long) */
+	size_t len = (n ? n : racy_end(p, c) - c) * CHUNK;
 
 	EP_YIELD("remote refill");
 	if (ep__region_fill(h, &p->r, c * CHUNK, len)) {

@@ -275,6 +275,100 @@ START_TEST(test_remote_freed_is_gone)
 }
 END_TEST
 
+/*
+ * What a free takes to be a program's extent: lengths around what a
+ * chunk's state byte keeps (up to 31 chunks) and past it, and programs
+ * shrunk before and after ep_finalize().  Each sits between two guards;
+ * its free refills exactly its chunks, gives back exactly its bytes and
+ * leaves the guards whole, and the next allocation of its size lands
+ * where it was.  _i: 0 freed by another thread (no lock), 1 by the owner.
+ */
+struct extent_job {
+	struct ep_pool *pool;
+	void *prog[8], *guard[9];
+	size_t reserved[8];
+	int rc;
+};
+
+/* the last four shrunk: to 200 and 1000 bytes before ep_finalize(), to
+ * 1000 and 100 after */
+static const size_t ext_size[8] = { 64, 1984, 2048, 2560, 1900, 4096, 1500, 3000 };
+static const size_t ext_keep[8] = { 64, 1984, 2048, 2560, 200, 1000, 1000, 100 };
+
+static void extent_job(void *arg)
+{
+	struct extent_job *j = arg;
+
+	j->rc = rel_jit(j->pool, 64, 900, &j->guard[0]);
+	for (size_t i = 0; i < 8 && !j->rc; i++) {
+		struct ep_image img;
+		size_t keep = ext_keep[i];
+
+		if ((j->rc = ep_alloc(j->pool, ext_size[i], &img)))
+			break;
+		rel_emit_ret_imm(img.rw, (uint32_t)(100 + i));
+		if (i == 4 || i == 5) /* shrunk while staged */
+			j->rc = ep_shrink(j->pool, img.exec, keep);
+		if (!j->rc)
+			j->rc = ep_finalize(j->pool, img.exec);
+		if (!j->rc && i >= 6) /* shrunk when finalized */
+			j->rc = ep_shrink(j->pool, img.exec, keep);
+		j->prog[i] = img.exec;
+		j->reserved[i] = (keep + 63) / 64 * 64;
+		if (!j->rc)
+			j->rc = rel_jit(j->pool, 64, (uint32_t)(901 + i), &j->guard[i + 1]);
+	}
+}
+
+START_TEST(test_free_extent)
+{
+	struct ep_pool *pool = new_pool(0, 0);
+	struct worker w;
+	struct extent_job j = { .pool = pool };
+	struct batch c = { .pool = pool };
+
+	worker_start(&w);
+	if (_i == 0)
+		worker_do(&w, extent_job, &j);
+	else
+		extent_job(&j);
+	ck_assert_int_eq(j.rc, 0);
+	for (size_t i = 0; i < 8; i++) {
+		ck_assert_int_eq(rel_call(j.prog[i]), (int)(100 + i));
+		/* the shrunk ones end where their guard's chunk begins: the
+		 * rest of their run went back */
+		struct ep_stats before = stats(pool), after;
+
+		ck_assert_int_eq(ep_free(pool, j.prog[i]), 0);
+		after = stats(pool);
+		ck_assert_uint_eq(after.live_allocs, before.live_allocs - 1);
+		ck_assert_uint_eq(after.used_bytes, before.used_bytes - j.reserved[i]);
+		ck_assert_msg(all_traps(j.prog[i], j.reserved[i]), "program %zu not refilled", i);
+		ck_assert_int_eq(rel_call(j.guard[i]), (int)(900 + i));
+		ck_assert_int_eq(rel_call(j.guard[i + 1]), (int)(901 + i));
+		ck_assert_int_eq(ep_free(pool, j.prog[i]), -EINVAL);
+		/* the owner takes the chunks back: the same size lands there */
+		c.size = j.reserved[i];
+		if (_i == 0)
+			worker_do(&w, one_alloc_job, &c);
+		else
+			one_alloc_job(&c);
+		ck_assert_int_eq(c.rc, 0);
+		ck_assert_ptr_eq(c.exec[0], j.prog[i]);
+		ck_assert_int_eq(rel_call(c.exec[0]), 7);
+		ck_assert_int_eq(rel_call(j.guard[i + 1]), (int)(901 + i));
+		j.prog[i] = c.exec[0]; /* (kept: the next sizes go higher) */
+	}
+	for (size_t i = 0; i < 8; i++)
+		ck_assert_int_eq(ep_free(pool, j.prog[i]), 0);
+	for (size_t i = 0; i < 9; i++)
+		ck_assert_int_eq(ep_free(pool, j.guard[i]), 0);
+	ck_assert_uint_eq(stats(pool).used_bytes, 0);
+	worker_stop(&w);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 struct racer {
 	struct ep_pool *pool;
 	pthread_barrier_t *bar;
@@ -653,6 +747,7 @@ static Suite *remote_suite(void)
 	tcase_add_test(tc, test_remote_free_stats_at_once);
 	tcase_add_test(tc, test_remote_free_limit_at_once);
 	tcase_add_test(tc, test_remote_freed_is_gone);
+	tcase_add_loop_test(tc, test_free_extent, 0, 2);
 	tcase_add_loop_test(tc, test_remote_double_free_race, 0, 2);
 	tcase_add_loop_test(tc, test_remote_free_with_record, 0, 2);
 	tcase_add_test(tc, test_remote_free_orphaned_heap);
