@@ -110,8 +110,8 @@ static inline size_t suf_of(uint64_t w)
 }
 
 /* Longest run of clear bits in w: a step a run, from the lowest up (a
- * busy word has few; fewer instructions than binary lifting's fixed
- * dozen steps, and as fast: doc/performance.md). */
+ * busy word has few runs: fewer instructions than binary lifting's fixed
+ * dozen steps, in the same time; doc/performance.md). */
 static uint8_t run_in(uint64_t w)
 {
 	uint64_t x = ~w; /* the clear bits, as ones */
