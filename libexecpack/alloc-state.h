@@ -136,6 +136,7 @@ static inline void ep__st_leave(struct ep__pack *p, size_t c, bool rec)
 /* Heap lock held, the allocation entered: it is n chunks long now. */
 static inline void ep__st_resize(struct ep__pack *p, size_t c, size_t n)
 {
+	EP_YIELD("state resize");
 	__atomic_store_n(&p->state[c], ep__st_len_bits(n) | ep__st_get(p, c), __ATOMIC_RELEASE);
 }
 
