@@ -129,8 +129,9 @@ static inline int ep__st_enter(struct ep__pack *p, size_t c)
 static inline void ep__st_leave(struct ep__pack *p, size_t c, bool rec)
 {
 	EP_YIELD("state leave");
-	__atomic_store_n(&p->state[c], ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN),
-			 __ATOMIC_RELEASE);
+	unsigned char s = ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN);
+
+	__atomic_store_n(&p->state[c], s, __ATOMIC_RELEASE);
 }
 
 /* Heap lock held, the allocation entered: it is n chunks long now. */
