@@ -553,11 +553,11 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 	}
 	ep__diag_shrink(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 			a->key + keep - (uintptr_t)a->exec, size, h->flags);
-	if (a->pack)
+	if (a->pack) {
 		ep__pack_give_back(h, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false, true);
-	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
-	if (a->pack)
 		ep__st_resize(a->pack, a->chunk, keep / CHUNK);
+	}
+	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
 	ep__uncharge(h, cut);
 	alloc_leave(a->pack, a->chunk, !a->norec);
 out:
