@@ -8,9 +8,13 @@
  * generation changes only in the child, and there every region is given a
  * private copy at the same addresses (the backend's privatize op) before
  * fork() returns in it.  The parent holds every heap lock until the child has
- * done so (it waits on a pipe the child closes, or that closes when the
- * child dies), so no change of the parent's reaches code the child runs, and
- * the parent neither copies nor makes a file.
+ * done so, so no change of the parent's reaches code the child runs, and the
+ * parent neither copies nor makes a file.  The child says so on a pipe made
+ * for this fork: first its pid, then that it is done.  The parent reads until
+ * "done", or end of file, or that pid has exited; it never waits for the
+ * pipe's end of file alone, because a child that another thread made
+ * meanwhile without fork()'s handlers (syscall(SYS_fork): no exec, so
+ * O_CLOEXEC does not help) holds the pipe open for its whole life.
  *
  * A child made without fork()'s handlers (_Fork(), syscall(SYS_fork),
  * clone() without CLONE_VM) is recognised by a page with MADV_WIPEONFORK,
@@ -31,8 +35,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "diag.h"
@@ -74,7 +80,7 @@ static void child_take_over(void)
 
 /* Holding every lock across fork() means no change is half-done in the
  * child (see the top of this file for the order). */
-static void atfork_prepare(void)
+static void lock_all(void)
 {
 	ep__mutex_lock(&g_roots_lock);
 	for (struct ep_pool *r = g_roots; r; r = r->next_root)
@@ -88,8 +94,73 @@ static void atfork_prepare(void)
 	}
 	ep__mutex_lock(&ep__meta_lock);
 	ep__diag_fork_prepare();
+}
+
+static void atfork_prepare(void)
+{
+	lock_all();
 	if (g_pools && pipe2(g_fork_pipe, O_CLOEXEC))
 		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
+}
+
+static void close_pipe(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (g_fork_pipe[i] >= 0)
+			close(g_fork_pipe[i]);
+	g_fork_pipe[0] = g_fork_pipe[1] = -1;
+}
+
+/* The child's two words (pipe writes this short are atomic). */
+enum { CHILD_DONE = 0 };
+
+static void tell_parent(pid_t word)
+{
+	while (write(g_fork_pipe[1], &word, sizeof(word)) < 0 && errno == EINTR)
+		;
+}
+
+/* Whether the child pid is gone: exited (not yet reaped: WNOWAIT leaves it
+ * to the program), or reaped already. */
+static bool child_gone(pid_t pid)
+{
+	siginfo_t si;
+
+	si.si_pid = 0;
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == ECHILD;
+	return si.si_pid == pid;
+}
+
+/* Until the child is done or dead; asleep meanwhile.  A child that
+ * dies before it can say its pid is seen by end of file only. */
+static void wait_child(int fd)
+{
+	pid_t pid = 0, word;
+	size_t have = 0;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		/* (the timeout only looks for a dead child: it wakes rarely) */
+		int n = poll(&pfd, 1, pid ? 20 : -1);
+
+		if (n < 0 && errno != EINTR)
+			return; /* (cannot happen with a valid fd) */
+		if (n > 0) {
+			ssize_t got = read(fd, (char *)&word + have, sizeof(word) - have);
+
+			if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
+				return; /* every writer gone: the child too */
+			if (got > 0 && (have += (size_t)got) == sizeof(word)) {
+				have = 0;
+				if (word == CHILD_DONE)
+					return;
+				pid = word;
+			}
+		} else if (pid && child_gone(pid)) {
+			return;
+		}
+	}
 }
 
 static void atfork_unlock(void)
@@ -111,14 +182,10 @@ static void atfork_parent(void)
 {
 	ep__diag_fork_parent();
 	if (g_fork_pipe[0] >= 0) {
-		char c;
-
 		close(g_fork_pipe[1]);
-		/* EOF: the child has its copies, or has exited */
-		while (read(g_fork_pipe[0], &c, 1) < 0 && errno == EINTR)
-			;
-		close(g_fork_pipe[0]);
-		g_fork_pipe[0] = g_fork_pipe[1] = -1;
+		g_fork_pipe[1] = -1;
+		wait_child(g_fork_pipe[0]);
+		close_pipe();
 	}
 	atfork_unlock();
 }
@@ -127,16 +194,16 @@ static void atfork_parent(void)
  * membarrier(2) is set up again for this process. */
 static void atfork_child(void)
 {
-	if (g_fork_pipe[0] >= 0)
-		close(g_fork_pipe[0]);
+	if (g_fork_pipe[1] >= 0)
+		tell_parent(getpid()); /* first: the parent can then see it die */
 	for (struct ep__heap *p = g_pools; p; p = p->gnext)
 		ep__lock_reset(&p->lock);
 	ep__lock_setup();
 	ep__diag_fork_child();
 	child_take_over();
 	if (g_fork_pipe[1] >= 0)
-		close(g_fork_pipe[1]);
-	g_fork_pipe[0] = g_fork_pipe[1] = -1;
+		tell_parent(CHILD_DONE);
+	close_pipe();
 	atfork_unlock();
 }
 
@@ -173,12 +240,10 @@ void ep__fork_missed(void)
 	}
 	ep__lock_setup();
 	ep__diag_fork_reset();
-	atfork_prepare(); /* (all free now: taken at once) */
-	if (g_fork_pipe[0] >= 0) {
-		close(g_fork_pipe[0]);
-		close(g_fork_pipe[1]);
-		g_fork_pipe[0] = g_fork_pipe[1] = -1;
-	}
+	lock_all(); /* (all free now: taken at once) */
+	/* made while another thread's fork() was under way: that pipe is
+	 * not this process's to hold */
+	close_pipe();
 	ep__diag_fork_child();
 	child_take_over(); /* (the mark is 1 from here) */
 	atfork_unlock();

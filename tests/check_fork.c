@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "reliability.h"
@@ -599,6 +600,89 @@ START_TEST(test_child_exits_untouched)
 }
 END_TEST
 
+/* ---- fork() beside children made without its handlers --------------------- */
+
+struct raw_forker {
+	int stop;
+	int n;
+	pid_t pids[4096];
+};
+
+/* Children of syscall(SYS_fork), made while the main thread forks: each
+ * inherits whatever descriptors the forking thread's handlers had open at
+ * that moment, and lives 2 s. */
+static void *raw_forker(void *arg)
+{
+	struct raw_forker *rf = arg;
+
+	while (!__atomic_load_n(&rf->stop, __ATOMIC_ACQUIRE) && rf->n < 4096) {
+		pid_t pid = (pid_t)syscall(SYS_fork);
+
+		if (pid == 0) {
+			struct timespec ts = { 2, 0 };
+
+			while (nanosleep(&ts, &ts) && errno == EINTR)
+				;
+			_exit(0);
+		}
+		if (pid > 0)
+			rf->pids[rf->n++] = pid;
+		struct timespec gap = { 0, 2 * 1000 * 1000 };
+
+		nanosleep(&gap, NULL);
+	}
+	return NULL;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* fork()'s handlers wait for their own child only: never for a child that
+ * another thread made meanwhile with syscall(SYS_fork), which holds what
+ * the handlers had open for its whole life. */
+START_TEST(test_fork_beside_raw_children)
+{
+	struct ep_pool *pool = new_pool_on(backends[_i]);
+	void *f = jit(pool, 64, 0x71);
+	static struct raw_forker rf;
+	pthread_t t;
+	double worst = 0;
+	int forks = rel_quick() ? 60 : 200;
+
+	memset(&rf, 0, sizeof(rf));
+	ck_assert_int_eq(pthread_create(&t, NULL, raw_forker, &rf), 0);
+	for (int k = 0; k < forks; k++) {
+		double t0 = now_s();
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			_exit((uint32_t)rel_call(f) == 0x71 ? 0 : 1);
+		double took = now_s() - t0;
+
+		worst = took > worst ? took : worst;
+		expect_child_ok(pid);
+	}
+	__atomic_store_n(&rf.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	for (int k = 0; k < rf.n; k++) {
+		kill(rf.pids[k], SIGKILL);
+		waitpid(rf.pids[k], NULL, 0);
+	}
+	printf("fork beside %d raw children: slowest fork() %.3f s\n", rf.n, worst);
+	ck_assert_int_gt(rf.n, 0);
+	/* a raw child lives 2 s; a fork that waited for one took that long */
+	ck_assert_msg(worst < 0.5, "a fork() took %.3f s: it waited for an unrelated child", worst);
+	ck_assert_int_eq(ep_free(pool, f), 0);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 static Suite *fork_suite(void)
 {
 	Suite *s = suite_create("fork");
@@ -616,6 +700,7 @@ static Suite *fork_suite(void)
 	tcase_set_timeout(tt, 60);
 	tcase_add_loop_test(tt, test_threaded_fork, 0, NBACKENDS);
 	tcase_add_test(tt, test_child_of_threads_inherits_unreachable_block);
+	tcase_add_loop_test(tt, test_fork_beside_raw_children, 0, NBACKENDS);
 	suite_add_tcase(s, tt);
 	return s;
 }
