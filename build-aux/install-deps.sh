@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Installs the Debian packages libexecpack needs to build and test.
 # Usage: build-aux/install-deps.sh [base|kmod|cross|all]
-#   base: compiler toolchain, Autotools, Check, Valgrind, libunwind (default)
+#   base: compiler toolchain, Autotools, Check, Valgrind, libunwind, cargo and
+#         rustc (default)
 #   kmod: what `make check-kmod` needs to boot a real kernel under qemu
 #   cross: cross compilers for aarch64 and riscv64, the arm64 (multiarch)
 #         pkg-config, Check and libunwind, and qemu-system-aarch64 (the
@@ -28,6 +29,9 @@ dh-python pybuild-plugin-pyproject python3-all python3-setuptools python3-pytest
 python3-venv mypy"
 # perf annotate on jitdump files; the eBPF example's --dump-jited
 base="$base linux-perf libcapstone-dev"
+# the Rust binding (rust/, the rust stage of build-aux/run.sh): Debian's own
+# toolchain, no crate from elsewhere
+base="$base cargo rustc"
 
 case "$set_name" in
 base) want=$base ;;

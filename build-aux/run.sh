@@ -8,7 +8,7 @@
 #                           stage; ends with "N passed, N failed"
 #
 # Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
-# default all: check valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck),
+# default all: check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck),
 # EP_TEST_BUDGET (seconds the whole test run may take, default 4800).
 #
 # Every stage runs under timeout(1) with its own limit, cut to what is left
@@ -92,7 +92,7 @@ limit() {
 	return "$lrc"
 }
 
-want() { case " ${STAGES:-check valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${STAGES:-check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Huge pages for the hugetlb tests; the old value is put back at exit.
 old_hp=""
@@ -110,6 +110,20 @@ if want check; then
 	say "make check"
 	limit check 1800 make -C "$build/main" -j"$jobs" check || status=1
 	keep_logs check "$build/main"
+fi
+
+# rust: the binding's crates (rust/) against the library just built, with
+# Debian's cargo and rustc (build-aux/rust.sh; SKIP without them).
+if want rust; then
+	say "rust: cargo build, test and doc (offline) of rust/, and its examples"
+	limit rust 900 sh "$top/build-aux/rust.sh" "$build/main" "$results"
+	rc=$?
+	if [ "$rc" -eq 77 ]; then
+		record rust 0 0 1
+	elif [ "$rc" -ne 0 ]; then
+		status=1
+		[ -f "$results/rust/stage.results" ] || record rust 0 1
+	fi
 fi
 
 if want valgrind; then

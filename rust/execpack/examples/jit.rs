@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//! A tiny JIT on execpack: compile an expression of x, run it.
+//!   cargo run --example jit -- '(2+3)*x-4' 10        # prints 46
+#[path = "common/expr.rs"]
+mod expr;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (src, x) = expr::args()?;
+    let code = expr::compile(&expr::parse(&src)?);
+    let pool = execpack::Pool::new()?;
+    let mut buf = pool.alloc(code.len())?;
+    buf[..code.len()].copy_from_slice(&code);
+    let prog = buf.finalize()?;
+    let f: extern "C" fn(i64) -> i64 = unsafe { prog.as_fn() };
+    println!("{}", f(x));
+    Ok(())
+}

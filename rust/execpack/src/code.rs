@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//! The two states of an allocation: a [`Staging`] buffer being written, and
+//! the finished, executable [`Code`].  `Staging::finalize` consumes the
+//! buffer, so nothing can write it once the code runs.
+use std::ffi::CString;
+use std::mem::{self, ManuallyDrop};
+use std::ops::{Deref, DerefMut};
+use std::os::raw::{c_int, c_void};
+use std::ptr::NonNull;
+use std::slice;
+
+use execpack_sys as sys;
+
+use crate::error::{check, errno, Error, Result};
+use crate::pool::Pool;
+
+/// An allocation before `ep_finalize`: a private, writable staging buffer
+/// (trap-filled) for code that will run at [`exec_addr`](Staging::exec_addr).
+/// It dereferences to `[u8]`.  Dropped without [`finalize`](Staging::finalize),
+/// the allocation is freed.
+pub struct Staging<'p> {
+    pool: &'p Pool,
+    exec: NonNull<u8>,
+    rw: NonNull<u8>,
+    size: usize,
+}
+
+// SAFETY: the buffer is owned by this value alone; the pool is Sync
+unsafe impl Send for Staging<'_> {}
+unsafe impl Sync for Staging<'_> {}
+
+impl<'p> Staging<'p> {
+    /// # Safety
+    /// `img` is what a successful `ep_alloc` on `pool` returned.
+    pub(crate) unsafe fn from_image(pool: &'p Pool, img: sys::ep_image) -> Staging<'p> {
+        Staging {
+            pool,
+            exec: NonNull::new_unchecked(img.exec as *mut u8),
+            rw: NonNull::new_unchecked(img.rw as *mut u8),
+            size: img.size,
+        }
+    }
+
+    /// Where the code will run: compute every address (branch targets,
+    /// rip-relative data) against this, not against the buffer.
+    #[inline]
+    pub fn exec_addr(&self) -> usize {
+        self.exec.as_ptr() as usize
+    }
+
+    /// The same as a pointer.
+    #[inline]
+    pub fn exec_ptr(&self) -> *const u8 {
+        self.exec.as_ptr()
+    }
+
+    /// The pool it came from.
+    pub fn pool(&self) -> &'p Pool {
+        self.pool
+    }
+
+    /// `ep_shrink` before finalizing: keep only the first `size` bytes.
+    pub fn shrink(&mut self, size: usize) -> Result<()> {
+        // SAFETY: a live allocation of this pool
+        check(unsafe { sys::ep_shrink(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, size) })?;
+        self.size = size.min(self.size);
+        Ok(())
+    }
+
+    /// `ep_finalize`: copy the buffer into place and make it executable.
+    /// The buffer is gone afterwards; on failure the allocation is freed.
+    #[inline]
+    pub fn finalize(self) -> Result<Code<'p>> {
+        let s = ManuallyDrop::new(self);
+        // SAFETY: a live, unfinalized allocation of this pool
+        let rc = unsafe { sys::ep_finalize(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void) };
+        if rc != 0 {
+            // SAFETY: still live: give it back
+            unsafe { sys::ep_free(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void) };
+            return Err(Error::from_rc(rc));
+        }
+        Ok(Code { pool: s.pool, exec: s.exec, size: s.size })
+    }
+
+    /// Copy the first `size` bytes into place and give back the whole chunks
+    /// past them, then make it executable (ep_shrink then ep_finalize).
+    pub fn finalize_size(mut self, size: usize) -> Result<Code<'p>> {
+        if let Err(e) = self.shrink(size) {
+            return Err(e); // self drops: freed
+        }
+        self.finalize()
+    }
+}
+
+impl Deref for Staging<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: size initialised (trap-filled) bytes, owned by self
+        unsafe { slice::from_raw_parts(self.rw.as_ptr(), self.size) }
+    }
+}
+
+impl DerefMut for Staging<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as deref, and &mut self is the only way in
+        unsafe { slice::from_raw_parts_mut(self.rw.as_ptr(), self.size) }
+    }
+}
+
+impl Drop for Staging<'_> {
+    fn drop(&mut self) {
+        // SAFETY: a live allocation of this pool, not finalized
+        unsafe { sys::ep_free(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
+    }
+}
+
+impl std::fmt::Debug for Staging<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Staging")
+            .field("exec", &self.exec)
+            .field("rw", &self.rw)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// What unwinders are told about a piece of code (`ep_set_unwind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwind {
+    /// The name only; stepping by the frame pointer.
+    Name,
+    /// CFI for a frame-record prologue at offset 0 of `prologue` bytes.
+    DwarfFp,
+    /// CFI for code without a frame pointer that lowers sp by `frame` bytes
+    /// in its first `prologue` bytes.
+    DwarfSp,
+}
+
+/// Finished, executable code: freed (and refilled with traps) on drop.  It
+/// borrows its [`Pool`], so it cannot outlive it; it is `Send` and `Sync`,
+/// and may be dropped on any thread.
+pub struct Code<'p> {
+    pool: &'p Pool,
+    exec: NonNull<u8>,
+    size: usize,
+}
+
+// SAFETY: the allocation belongs to this value alone, every call on it is
+// thread-safe, and the pool is Sync
+unsafe impl Send for Code<'_> {}
+unsafe impl Sync for Code<'_> {}
+
+impl<'p> Code<'p> {
+    /// Where it runs.
+    #[inline]
+    pub fn addr(&self) -> usize {
+        self.exec.as_ptr() as usize
+    }
+
+    /// The same as a pointer.
+    #[inline]
+    pub fn as_ptr(&self) -> *const u8 {
+        self.exec.as_ptr()
+    }
+
+    /// Usable bytes from [`addr`](Code::addr) (what `shrink` left).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    /// Never: an allocation has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// The pool it lives in.
+    pub fn pool(&self) -> &'p Pool {
+        self.pool
+    }
+
+    /// The code's address as a function pointer type `F`, for instance
+    /// `extern "C" fn(i64) -> i64`.
+    ///
+    /// # Safety
+    /// The code must be a function with exactly `F`'s signature and ABI, and
+    /// the returned value must not be called after `self` is dropped.
+    ///
+    /// # Panics
+    /// If `F` is not pointer-sized.
+    #[inline]
+    pub unsafe fn as_fn<F: Copy>(&self) -> F {
+        assert_eq!(
+            mem::size_of::<F>(),
+            mem::size_of::<usize>(),
+            "as_fn: F must be a function pointer"
+        );
+        let p = self.exec.as_ptr();
+        mem::transmute_copy::<*mut u8, F>(&p)
+    }
+
+    /// `ep_write`: patch `bytes` into the live code at offset `off`.
+    ///
+    /// # Safety
+    /// It changes code that may be running: a thread executing it sees the
+    /// old or the new instruction only for the single stores of ep_write(3)
+    /// (one aligned 8-byte word on x86-64, one 32-bit instruction word on
+    /// arm64); anything else must be done with the executors stopped.
+    pub unsafe fn write(&self, off: usize, bytes: &[u8]) -> Result<()> {
+        if off > self.size || bytes.len() > self.size - off {
+            return Err(Error::with_detail(
+                errno::EINVAL,
+                format!("{} bytes at {} past the code's {}", bytes.len(), off, self.size),
+            ));
+        }
+        check(sys::ep_write(
+            self.pool.as_raw(),
+            self.exec.as_ptr().add(off) as *mut c_void,
+            bytes.as_ptr() as *const c_void,
+            bytes.len(),
+        ))
+    }
+
+    /// `ep_set_name`: name the code for perf, gdb, libunwind and
+    /// [`symbolize`](crate::symbolize).
+    pub fn set_name(&self, name: &str) -> Result<()> {
+        let n = c_name(name)?;
+        // SAFETY: a live allocation of this pool; n lives across the call
+        check(unsafe { sys::ep_set_name(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr()) })
+    }
+
+    /// `ep_set_name_size`: the name covers only the first `size` bytes.
+    pub fn set_name_size(&self, name: &str, size: usize) -> Result<()> {
+        let n = c_name(name)?;
+        // SAFETY: as set_name
+        check(unsafe {
+            sys::ep_set_name_size(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr(), size)
+        })
+    }
+
+    /// `ep_set_unwind`.
+    pub fn set_unwind(&self, kind: Unwind, prologue: usize, frame: usize) -> Result<()> {
+        let k: c_int = match kind {
+            Unwind::Name => sys::EP_UNWIND_NAME,
+            Unwind::DwarfFp => sys::EP_UNWIND_DWARF_FP,
+            Unwind::DwarfSp => sys::EP_UNWIND_DWARF_SP,
+        };
+        // SAFETY: a live allocation of this pool
+        check(unsafe {
+            sys::ep_set_unwind(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, k, prologue, frame)
+        })
+    }
+
+    /// `ep_shrink`: keep only the first `size` bytes; the whole chunks past
+    /// them go back to the pool.
+    pub fn shrink(&mut self, size: usize) -> Result<()> {
+        // SAFETY: a live allocation of this pool
+        check(unsafe { sys::ep_shrink(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, size) })?;
+        self.size = size.min(self.size);
+        Ok(())
+    }
+
+    /// Give up ownership: the code is never freed by the binding (for code
+    /// that must live as long as its pool).  [`Code::from_raw`] takes it back.
+    pub fn into_raw(self) -> *const u8 {
+        let p = self.exec.as_ptr();
+        mem::forget(self);
+        p
+    }
+
+    /// Own again what [`into_raw`](Code::into_raw) gave up.
+    ///
+    /// # Safety
+    /// `exec` is a finalized, live allocation of `pool` of at least `len`
+    /// bytes, owned by no other `Code`.
+    pub unsafe fn from_raw(pool: &'p Pool, exec: *const u8, len: usize) -> Code<'p> {
+        Code { pool, exec: NonNull::new(exec as *mut u8).expect("Code::from_raw: null"), size: len }
+    }
+}
+
+pub(crate) fn c_name(name: &str) -> Result<CString> {
+    CString::new(name)
+        .map_err(|_| Error::with_detail(errno::EINVAL, format!("the name {:?} has a NUL byte", name)))
+}
+
+impl Drop for Code<'_> {
+    fn drop(&mut self) {
+        // SAFETY: a live allocation of this pool, owned by self
+        unsafe { sys::ep_free(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
+    }
+}
+
+impl std::fmt::Debug for Code<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Code").field("exec", &self.exec).field("size", &self.size).finish()
+    }
+}

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//! Executable memory for JIT compilers, on libexecpack.
+//!
+//! Many small programs share one large pack of executable memory, kept W^X
+//! (code is written in a private staging buffer and copied into place, never
+//! written through an executable mapping), refilled with traps when freed,
+//! named for perf, gdb and unwinders, and safe across `fork()`.
+//!
+//! The staging contract is in the types:
+//!
+//! - [`Pool::alloc`] gives a [`Staging`] buffer that dereferences to
+//!   `[u8]`; code is linked against [`Staging::exec_addr`], where it will run;
+//! - [`Staging::finalize`] consumes the buffer and gives [`Code`]: once code
+//!   can run, nothing can write its buffer (a compile error, not a check);
+//! - [`Code`] frees itself on drop, and borrows its [`Pool`]: no code
+//!   outlives the pool that maps it (a compile error too).  Code meant to
+//!   live as long as the program can borrow a `&'static Pool`
+//!   (`Box::leak(Box::new(pool))`).  `Pool`, `Staging` and `Code` are `Send`
+//!   and `Sync`; share the pool between threads with `std::thread::scope`
+//!   or a `&'static Pool`.
+//!
+//! ```no_run
+//! # fn main() -> execpack::Result<()> {
+//! let pool = execpack::Pool::new()?;
+//! let mut buf = pool.alloc(6)?;
+//! buf[..6].copy_from_slice(&[0xb8, 42, 0, 0, 0, 0xc3]); // x86-64: mov eax, 42; ret
+//! let code = buf.finalize()?;
+//! let f: extern "C" fn() -> u32 = unsafe { code.as_fn() };
+//! assert_eq!(f(), 42);
+//! # Ok(()) }
+//! ```
+//!
+//! Errors are [`Error`]: the errno the C call returned and `ep_strerror`'s
+//! text.  The crate's version is the library's (`EP_VERSION_*`), and the
+//! first pool checks that the library loaded is at least that version.
+#![warn(missing_debug_implementations)]
+
+mod code;
+mod error;
+mod pool;
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_void};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+pub use execpack_sys as sys;
+
+pub use crate::code::{Code, Staging, Unwind};
+pub use crate::error::{errno, Error, Result};
+pub use crate::pool::{Backend, Fill, Flags, Guards, Pool, PoolBuilder, Stats};
+
+/// The version of the library actually loaded (`ep_version`), "0.1.0".
+pub fn version() -> &'static str {
+    // SAFETY: a static string
+    unsafe { CStr::from_ptr(sys::ep_version()) }.to_str().unwrap_or("")
+}
+
+/// The version this crate was written for: the library's own at the time.
+pub const BINDING_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let mut it = v.trim().split('.').map(|p| p.parse::<u32>().ok());
+    let r = (it.next()??, it.next()??, it.next()??);
+    if it.next().is_some() {
+        return None;
+    }
+    Some(r)
+}
+
+/// Whether `loaded` may stand in for `wanted`: the same major version (for
+/// 0.x, the same minor too), and not older.
+pub fn version_compatible(loaded: &str, wanted: &str) -> bool {
+    match (parse_version(loaded), parse_version(wanted)) {
+        (Some(l), Some(w)) => {
+            l.0 == w.0 && (w.0 != 0 || l.1 == w.1) && (l.1, l.2) >= (w.1, w.2)
+        }
+        _ => false,
+    }
+}
+
+static VERSION_STATE: AtomicU8 = AtomicU8::new(0); // 0 unchecked, 1 good, 2 bad
+
+/// Check that the library loaded is one this crate can use.  [`PoolBuilder::build`]
+/// calls it; the answer is kept.
+pub fn check_version() -> Result<()> {
+    let good = match VERSION_STATE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let g = version_compatible(version(), BINDING_VERSION);
+            VERSION_STATE.store(if g { 1 } else { 2 }, Ordering::Relaxed);
+            g
+        }
+    };
+    if good {
+        Ok(())
+    } else {
+        Err(Error::with_detail(
+            errno::ENOSYS,
+            format!(
+                "libexecpack {} is loaded, this binding needs {} or a later compatible one",
+                version(),
+                BINDING_VERSION
+            ),
+        ))
+    }
+}
+
+/// `ep_symbolize`: the name of the named, live JIT code holding `addr` (any
+/// pool), and `addr`'s offset in it; None when it is not named JIT code.
+/// Async-signal-safe in the library; this wrapper allocates the String.
+pub fn symbolize(addr: usize) -> Option<(String, usize)> {
+    let mut buf = [0 as c_char; sys::EP_NAME_MAX + 1];
+    let mut off = 0usize;
+    // SAFETY: buf is writable for its length
+    let rc = unsafe { sys::ep_symbolize(addr as *const c_void, buf.as_mut_ptr(), buf.len(), &mut off) };
+    if rc == 0 {
+        Some((pool::cstr_buf(&buf), off))
+    } else {
+        None
+    }
+}
+
+/// `ep_backtrace`: write the calling thread's backtrace to `fd`, JIT frames
+/// named; the number of frames written.
+pub fn backtrace(fd: std::os::unix::io::RawFd) -> Result<usize> {
+    // SAFETY: any fd value is safe: a bad one is the call's -EBADF
+    let rc = unsafe { sys::ep_backtrace(fd) };
+    if rc < 0 {
+        Err(Error::from_rc(rc))
+    } else {
+        Ok(rc as usize)
+    }
+}
+
+/// `ep_backend_probe` with all defaults; see [`PoolBuilder::probe`].
+pub fn probe(backend: Backend) -> Result<String> {
+    PoolBuilder::new().probe(backend)
+}

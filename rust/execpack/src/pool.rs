@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//! Pools and their configuration.
+use std::ffi::{CStr, CString};
+use std::mem::MaybeUninit;
+use std::ops::{BitOr, BitOrAssign};
+use std::os::raw::c_char;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr::{self, NonNull};
+
+use execpack_sys as sys;
+
+use crate::code::Staging;
+use crate::error::{check, errno, Error, Result};
+
+/// Where a pool's memory comes from (`enum ep_backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// The best available; the `EXECPACK_BACKEND` environment variable overrides.
+    Auto,
+    /// memfd dual mapping: a writable alias and an executable view.
+    Memfd,
+    /// memfd or hugetlbfs on 2 MiB pages, dual-mapped.
+    Hugetlb,
+    /// `/dev/execpack`: no writable mapping at all.
+    Kmod,
+}
+
+impl Backend {
+    pub(crate) fn raw(self) -> sys::ep_backend {
+        match self {
+            Backend::Auto => sys::EP_BACKEND_AUTO,
+            Backend::Memfd => sys::EP_BACKEND_MEMFD,
+            Backend::Hugetlb => sys::EP_BACKEND_HUGETLB,
+            Backend::Kmod => sys::EP_BACKEND_KMOD,
+        }
+    }
+}
+
+/// `ep_config.flags`: `EP_F_*`, combined with `|`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Flags(u32);
+
+impl Flags {
+    /// No flag.
+    pub const NONE: Flags = Flags(0);
+    /// A random 16-byte-aligned offset in each allocation's slack.
+    pub const RANDOMIZE: Flags = Flags(sys::EP_F_RANDOMIZE);
+    /// mseal() the executable views (kept until exit).
+    pub const SEAL: Flags = Flags(sys::EP_F_SEAL);
+    /// Write /tmp/perf-<pid>.map for named code.
+    pub const PERFMAP: Flags = Flags(sys::EP_F_PERFMAP);
+    /// Write perf's jitdump, jit-<pid>.dump, for named code.
+    pub const JITDUMP: Flags = Flags(sys::EP_F_JITDUMP);
+    /// No protection key on the writable alias.
+    pub const NO_PKEY: Flags = Flags(sys::EP_F_NO_PKEY);
+    /// arm64: map code PROT_BTI.
+    pub const BTI: Flags = Flags(sys::EP_F_BTI);
+
+    /// The raw `EP_F_*` bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    /// Any bits, the library's checks included (an unknown bit is its -EINVAL).
+    pub const fn from_bits(bits: u32) -> Flags {
+        Flags(bits)
+    }
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, o: Flags) -> Flags {
+        Flags(self.0 | o.0)
+    }
+}
+
+impl BitOrAssign for Flags {
+    fn bitor_assign(&mut self, o: Flags) {
+        self.0 |= o.0;
+    }
+}
+
+/// The trap fill of staging buffers, new packs and freed ranges.  Only the
+/// library's own fills: a fill must never fail, and runs under the pool's
+/// locks, so arbitrary Rust closures are not offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fill {
+    /// The fill of the architecture the library runs on (`fill = NULL`).
+    Native,
+    /// INT3 in every byte.
+    X86Int3,
+    /// BRK #0x3e8 in every aligned 32-bit word.
+    Arm64Brk,
+    /// c.ebreak at every 2-byte boundary.
+    RiscvEbreak,
+}
+
+/// A pool's configuration: `struct ep_config`, as a builder.
+///
+/// ```no_run
+/// # fn main() -> execpack::Result<()> {
+/// use execpack::{Backend, Flags, Pool};
+/// let pool = Pool::builder()
+///     .backend(Backend::Memfd)
+///     .flags(Flags::PERFMAP | Flags::RANDOMIZE)
+///     .limit(64 << 20)
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PoolBuilder {
+    backend: Backend,
+    pack_size: usize,
+    limit: usize,
+    flags: Flags,
+    fill: Fill,
+    path: Option<CString>,
+    near: usize,
+}
+
+impl Default for PoolBuilder {
+    fn default() -> Self {
+        PoolBuilder {
+            backend: Backend::Auto,
+            pack_size: 0,
+            limit: 0,
+            flags: Flags::NONE,
+            fill: Fill::Native,
+            path: None,
+            near: 0,
+        }
+    }
+}
+
+impl PoolBuilder {
+    /// All defaults: what `ep_pool_create(NULL, ...)` does.
+    pub fn new() -> PoolBuilder {
+        PoolBuilder::default()
+    }
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = b;
+        self
+    }
+    /// Bytes per pack; 0: the backend's default (2 MiB).
+    pub fn pack_size(mut self, bytes: usize) -> Self {
+        self.pack_size = bytes;
+        self
+    }
+    /// Bytes that may be handed out; 0: no limit.
+    pub fn limit(mut self, bytes: usize) -> Self {
+        self.limit = bytes;
+        self
+    }
+    pub fn flags(mut self, f: Flags) -> Self {
+        self.flags = f;
+        self
+    }
+    pub fn fill(mut self, f: Fill) -> Self {
+        self.fill = f;
+        self
+    }
+    /// A hugetlbfs mount or the kmod device.  A path with a NUL byte makes
+    /// `build` fail with EINVAL.
+    pub fn path<P: AsRef<Path>>(mut self, p: P) -> Self {
+        // an interior NUL is kept as an empty, invalid marker: build() refuses it
+        self.path = Some(
+            CString::new(p.as_ref().as_os_str().as_bytes()).unwrap_or_else(|_| CString::default()),
+        );
+        self
+    }
+    /// Every pack within rel32 reach (x86-64) of this address; null: anywhere.
+    pub fn near<T>(mut self, addr: *const T) -> Self {
+        self.near = addr as usize;
+        self
+    }
+
+    /// The `ep_config` this builder stands for; `path` points into `self`.
+    pub fn to_raw(&self) -> sys::ep_config {
+        let mut c = sys::ep_config::default();
+        c.backend = self.backend.raw();
+        c.pack_size = self.pack_size;
+        c.limit = self.limit;
+        c.flags = self.flags.bits();
+        c.fill = match self.fill {
+            Fill::Native => None,
+            Fill::X86Int3 => Some(sys::ep_fill_x86_int3),
+            Fill::Arm64Brk => Some(sys::ep_fill_arm64_brk),
+            Fill::RiscvEbreak => Some(sys::ep_fill_riscv_ebreak),
+        };
+        c.path = self.path.as_ref().map_or(ptr::null(), |p| p.as_ptr());
+        c.near = self.near as *const _;
+        c
+    }
+
+    fn check_path(&self) -> Result<()> {
+        match &self.path {
+            Some(p) if p.as_bytes().is_empty() => Err(Error::with_detail(
+                errno::EINVAL,
+                "the path has a NUL byte or is empty".to_string(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `ep_pool_create`.  Checks the loaded library's version first.
+    pub fn build(&self) -> Result<Pool> {
+        crate::check_version()?;
+        self.check_path()?;
+        let cfg = self.to_raw();
+        let mut raw = ptr::null_mut();
+        // SAFETY: cfg and the path it points to live across the call
+        check(unsafe { sys::ep_pool_create(&cfg, &mut raw) })?;
+        Ok(Pool { raw: NonNull::new(raw).expect("ep_pool_create returned 0 and no pool") })
+    }
+
+    /// `ep_backend_probe`: can `backend` be used with this configuration
+    /// here?  Ok(what the library says: for [`Backend::Auto`] the name of
+    /// the backend it would pick), or the error with its one-line reason as
+    /// the detail.
+    pub fn probe(&self, backend: Backend) -> Result<String> {
+        self.check_path()?;
+        let cfg = self.to_raw();
+        let mut why = [0 as c_char; 256];
+        // SAFETY: why is writable for its length; cfg lives across the call
+        let rc = unsafe { sys::ep_backend_probe(backend.raw(), &cfg, why.as_mut_ptr(), why.len()) };
+        let text = cstr_buf(&why);
+        if rc == 0 {
+            Ok(text)
+        } else {
+            Err(Error::with_detail(rc.wrapping_abs(), text))
+        }
+    }
+}
+
+pub(crate) fn cstr_buf(buf: &[c_char]) -> String {
+    // SAFETY: the library NUL-terminates within the buffer; the last byte is
+    // zeroed here too in case it did not
+    let mut v: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
+    if let Some(l) = v.last_mut() {
+        *l = 0;
+    }
+    let end = v.iter().position(|&b| b == 0).unwrap_or(v.len());
+    v.truncate(end);
+    String::from_utf8_lossy(&v).into_owned()
+}
+
+/// A pool of executable memory (`struct ep_pool`).  Destroyed on drop; the
+/// [`Staging`] buffers and [`Code`](crate::Code) it hands out borrow it, so
+/// none outlives it.  All calls on one pool are thread-safe: it is `Send`
+/// and `Sync`, and a `&Pool` may be shared by threads (`std::thread::scope`,
+/// or a `&'static Pool` from `Box::leak` for code that lives as long as the
+/// program).
+pub struct Pool {
+    raw: NonNull<sys::ep_pool>,
+}
+
+// SAFETY: every call on one pool is thread-safe (execpack.h), and the pool
+// is not tied to the thread that created it
+unsafe impl Send for Pool {}
+unsafe impl Sync for Pool {}
+
+/// `struct ep_stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packs mapped, the empty ones kept included.
+    pub packs: usize,
+    /// Their total size.
+    pub pack_bytes: usize,
+    /// Chunks in use in packs, in bytes.
+    pub used_bytes: usize,
+    /// Live allocations, packed and large.
+    pub live_allocs: usize,
+    /// Allocations bigger than a pack (their own mapping).
+    pub large_allocs: usize,
+    /// Their mapped size.
+    pub large_bytes: usize,
+}
+
+/// `ep_pool_guards`: the hardware protections of a pool's code.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Guards {
+    /// The raw `EP_GUARD_*` bits.
+    pub bits: u32,
+    /// x86-64: the writable alias is under an access-disabled protection key.
+    pub pkey: bool,
+    /// arm64: the code is mapped PROT_BTI.
+    pub bti: bool,
+    /// For each guard not in force, "name: reason", joined by "; ".
+    pub why: String,
+}
+
+impl Pool {
+    /// A pool with all defaults.
+    pub fn new() -> Result<Pool> {
+        PoolBuilder::new().build()
+    }
+
+    /// A configuration to build a pool from.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::new()
+    }
+
+    /// The `struct ep_pool *`, for calls through `execpack-sys`.  It stays
+    /// valid while `self` lives; do not destroy it.
+    pub fn as_raw(&self) -> *mut sys::ep_pool {
+        self.raw.as_ptr()
+    }
+
+    /// `ep_alloc`: `len` bytes of code to be, as a staging buffer to write
+    /// and then [`Staging::finalize`].
+    #[inline]
+    pub fn alloc(&self, len: usize) -> Result<Staging<'_>> {
+        let mut img = MaybeUninit::<sys::ep_image>::uninit();
+        // SAFETY: the pool is live; img is written on success
+        check(unsafe { sys::ep_alloc(self.raw.as_ptr(), len, img.as_mut_ptr()) })?;
+        // SAFETY: ep_alloc returned 0, so it filled img
+        let img = unsafe { img.assume_init() };
+        // SAFETY: a successful ep_alloc gives non-null exec and rw of img.size bytes
+        Ok(unsafe { Staging::from_image(self, img) })
+    }
+
+    /// `ep_pool_stats`.
+    pub fn stats(&self) -> Stats {
+        let mut s = sys::ep_stats::default();
+        // SAFETY: a live pool and a valid out pointer: cannot fail
+        unsafe { sys::ep_pool_stats(self.raw.as_ptr(), &mut s) };
+        Stats {
+            packs: s.packs,
+            pack_bytes: s.pack_bytes,
+            used_bytes: s.used_bytes,
+            live_allocs: s.live_allocs,
+            large_allocs: s.large_allocs,
+            large_bytes: s.large_bytes,
+        }
+    }
+
+    /// `ep_pool_backend`: "memfd", "hugetlb" or "kmod".
+    pub fn backend(&self) -> &str {
+        // SAFETY: a static string for a live pool
+        unsafe { CStr::from_ptr(sys::ep_pool_backend(self.raw.as_ptr())) }.to_str().unwrap_or("")
+    }
+
+    /// `ep_pool_reasons`: why [`Backend::Auto`] passed over the backends it
+    /// did not choose ("" when it took the first).
+    pub fn reasons(&self) -> &str {
+        // SAFETY: valid while the pool lives, which &self outlives
+        unsafe { CStr::from_ptr(sys::ep_pool_reasons(self.raw.as_ptr())) }.to_str().unwrap_or("")
+    }
+
+    /// `ep_pool_guards`.
+    pub fn guards(&self) -> Guards {
+        let mut why = [0 as c_char; 512];
+        // SAFETY: why is writable for its length
+        let bits = unsafe { sys::ep_pool_guards(self.raw.as_ptr(), why.as_mut_ptr(), why.len()) };
+        Guards {
+            bits,
+            pkey: bits & sys::EP_GUARD_PKEY != 0,
+            bti: bits & sys::EP_GUARD_BTI != 0,
+            why: cstr_buf(&why),
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // SAFETY: nothing borrows the pool any more (Staging and Code hold
+        // &Pool), so no allocation of it is reachable from safe code
+        unsafe { sys::ep_pool_destroy(self.raw.as_ptr()) }
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("raw", &self.raw)
+            .field("backend", &self.backend())
+            .finish()
+    }
+}
