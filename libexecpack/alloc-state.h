@@ -12,17 +12,27 @@
  *   BUSY     a call holding the heap's lock is working on a PLAIN one;
  *   FREEING  an ep_free() without the heap's lock (remote.c) owns it.
  *
- *   ep_alloc:  NONE -> REC                          (heap lock)
- *   any call:  REC stays REC; PLAIN -> BUSY -> PLAIN | REC
- *                                                   (heap lock, one CAS)
- *   free:      REC | BUSY -> NONE, chunks given back first (heap lock)
- *   lock-free free: PLAIN -> FREEING (one CAS), refill, queue;
- *              FREEING -> NONE when the owner gives the chunks back
- *              (heap lock, remote.c's drain)
+ * Every transition there is, and where it is made:
+ *
+ *   NONE -> REC        ep__st_born(): ep_alloc            (heap lock)
+ *   PLAIN -> BUSY      ep__st_enter(): any call, one CAS  (heap lock)
+ *   REC, BUSY -> REC, PLAIN
+ *                      ep__st_leave(): the call is done; REC -> PLAIN is
+ *                      ep_finalize() dropping the record, BUSY -> REC a
+ *                      call giving it one                 (heap lock)
+ *   REC, BUSY -> NONE  ep__st_gone(): a free, its chunks given back
+ *                      first                              (heap lock)
+ *   PLAIN -> FREEING   ep__st_claim_free(): a lock-free free, one CAS, the
+ *                      pack pinned (remote.c)             (no lock)
+ *   FREEING -> NONE    ep__st_gone(): the owner gives the chunks back
+ *                      (remote.c's drain)                 (heap lock)
+ * (ep__st_resize() changes the length only, of a REC or BUSY allocation,
+ * with the heap's lock.)  There is no other: a claim is never undone, as
+ * the lock-free free's remaining steps cannot fail (remote.c).
  *
  * The invariant every path keeps: only a thread that holds the heap's lock
- * changes a REC or BUSY state, and only the one CAS PLAIN -> FREEING is made
- * without it.  So
+ * changes a REC, BUSY or FREEING state, and only the one CAS PLAIN ->
+ * FREEING is made without it.  So
  *   - no call acts on an allocation another call is freeing: a lock holder
  *     that finds FREEING (or NONE) fails with -EINVAL and changes nothing;
  *     a lock-free free that finds BUSY waits for the holder's step to end
@@ -31,7 +41,11 @@
  *     lock holder frees only what it found REC or made BUSY itself;
  *   - a double free changes nothing: it finds NONE or FREEING and fails
  *     without a store, so an allocation that reused the chunk meanwhile
- *     is never disturbed (one at the same address is the caller's);
+ *     is never disturbed (one at the same address is the caller's); a
+ *     lock-free one reads the states of the region it checked the address
+ *     against, as the pack it pinned is not reused for another region
+ *     meanwhile (remote.c), so it never claims a new region's allocation;
+ *   - a claimed allocation is freed: FREEING leads only to NONE;
  *   - a record exists only for a REC allocation, so a lock-free free
  *     (PLAIN only) never leaves a record behind.
  * Large allocations have no state byte: every call on them takes the heap's
@@ -149,7 +163,8 @@ static inline void ep__st_gone(struct ep__pack *p, size_t c)
 }
 
 /*
- * No lock: claim the allocation at c for a free.  0: claimed (FREEING),
+ * No lock, p pinned (remote.c): claim the allocation at c for a free, for
+ * good.  0: claimed (FREEING),
  * and *n its length as the byte keeps it (ep__st_len()); 1: it has a
  * record, free it under the heap's lock; -EINVAL: not live.  BUSY is
  * waited out: its holder is inside one short step.
@@ -175,15 +190,6 @@ static inline int ep__st_claim_free(struct ep__pack *p, size_t c, size_t *n)
 			return -EINVAL;
 		EP_WAIT(spins, "state busy");
 	}
-}
-
-/* The claimer gives a claimed allocation back, untouched (FREEING until
- * this store: nobody else writes the byte). */
-static inline void ep__st_unclaim(struct ep__pack *p, size_t c)
-{
-	EP_YIELD("state unclaim");
-	__atomic_store_n(&p->state[c], ep__st_with(ep__st_byte(p, c), EP__ST_PLAIN),
-			 __ATOMIC_RELEASE);
 }
 
 #endif /* EP_ALLOC_STATE_H */

@@ -81,7 +81,7 @@ static size_t heap_committed(const struct ep__heap *h)
 	return (size_t)(h->tally.commit_in - h->tally.commit_out);
 }
 
-int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n)
+int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n, struct ep__region *r)
 {
 	int rc;
 
@@ -94,16 +94,16 @@ int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n)
 				      held >= h->pack_size || exec_gain_refused()
 					      ? h->pack_size
 					      : commit_first(h, n),
-				      held, h->fill, h->fill_ctx, &p->r);
+				      held, h->fill, h->fill_ctx, r);
 	else
-		rc = h->ops->map(h->be, h->pack_size, h->fill, h->fill_ctx, &p->r);
+		rc = h->ops->map(h->be, h->pack_size, h->fill, h->fill_ctx, r);
 	if (rc)
 		return rc;
-	if (!p->r.committed)
-		p->r.committed = p->r.size; /* (a backend that maps whole regions) */
+	if (!r->committed)
+		r->committed = r->size; /* (a backend that maps whole regions) */
 	/* (a reused pack: a stale remote free may still read it, remote.c) */
-	__atomic_store_n(&p->nchunks, p->r.committed / CHUNK, __ATOMIC_RELAXED);
-	ep__tally(&h->tally.commit_in, p->r.committed);
+	__atomic_store_n(&p->nchunks, r->committed / CHUNK, __ATOMIC_RELAXED);
+	ep__tally(&h->tally.commit_in, r->committed);
 	return 0;
 }
 

@@ -233,10 +233,7 @@ void ep__fork_missed(void)
 	pthread_mutex_init(&ep__meta_lock, NULL);
 	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		ep__lock_reset(&p->lock);
-		/* (a vanished thread's free without the lock stays claimed:
-		 * its chunks are not reused in this process) */
-		p->remote_inflight = 0;
-		p->remote_gated = 0;
+		ep__remote_reset(p);
 	}
 	ep__lock_setup();
 	ep__diag_fork_reset();

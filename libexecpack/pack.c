@@ -28,14 +28,14 @@
 
 /*
  * Kept for reuse (struct ep__pack): a stale lock-free free may still read
- * it, and sees another region address.  Its maps are clear (a pack is
+ * it (remote.c), and sees no region address.  Its maps are clear (a pack is
  * released empty, every chunk given back and its state NONE); no stale code
  * address stays for memcheck's leak scan.
  */
 static void pack_spare(struct ep__heap *h, struct ep__pack *p)
 {
 	EP_YIELD("pack spare");
-	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&p->r.gen, 0, __ATOMIC_RELAXED);
 	p->r.rw = NULL;
 	p->r.size = p->r.committed = 0;
@@ -43,6 +43,19 @@ static void pack_spare(struct ep__heap *h, struct ep__pack *p)
 	p->r.sealed = 0;
 	p->next = h->spare_packs;
 	h->spare_packs = p;
+}
+/* A new region for p (the address last: a lock-free free pins p, then
+ * reads it, then the rest). */
+static void pack_publish(struct ep__pack *p, const struct ep__region *r)
+{
+	p->r.rw = r->rw;
+	p->r.size = r->size;
+	p->r.committed = r->committed;
+	p->r.handle = r->handle;
+	p->r.sealed = r->sealed;
+	p->r.guards = r->guards;
+	__atomic_store_n(&p->r.gen, r->gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->r.exec, r->exec, __ATOMIC_RELEASE);
 }
 static void pack_release(struct ep__heap *h, struct ep__pack *p)
 {
@@ -60,7 +73,14 @@ static void pack_release(struct ep__heap *h, struct ep__pack *p)
 	/* (bytes before packs: ep_pool_stats() reads them the other way) */
 	ep__tally(&h->tally.commit_out, p->r.committed);
 	ep__tally(&h->tally.packs_out, 1);
-	ep__region_drop(h, &p->r);
+
+	/* the address goes first, seq_cst: against a free's pin then read of
+	 * it (remote.c); the mapping is dropped through a copy */
+	struct ep__region r = p->r;
+
+	EP_YIELD("pack unpublish");
+	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_SEQ_CST);
+	ep__region_drop(h, &r);
 	ep__fit_destroy(&p->fit);
 	pack_spare(h, p);
 }
@@ -84,12 +104,17 @@ static struct ep__pack *pack_get(struct ep__heap *h)
 {
 	size_t nchunks = h->pack_size / CHUNK, words = EP__BITMAP_WORDS(nchunks);
 	size_t sum = EP__BITMAP_WORDS(words);
-	struct ep__pack *p = h->spare_packs;
+	struct ep__pack *p, **pp = &h->spare_packs;
 
-	if (p) {
-		h->spare_packs = p->next;
-		p->next = p->prev = NULL;
-		return p; /* (its maps are clear: see pack_spare()) */
+	/* a spare that a lock-free free still pins may be read as its old
+	 * region by that free: not reused until it unpins (remote.c) */
+	EP_YIELD("pack reuse");
+	for (; (p = *pp); pp = &p->next) {
+		if (__atomic_load_n(&p->pins, __ATOMIC_SEQ_CST) == 0) {
+			*pp = p->next;
+			p->next = p->prev = NULL;
+			return p; /* (its maps are clear: see pack_spare()) */
+		}
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -111,6 +136,7 @@ static struct ep__pack *pack_get(struct ep__heap *h)
 static int pack_new(struct ep__heap *h, size_t n, struct ep__pack **out)
 {
 	struct ep__pack *p = pack_get(h);
+	struct ep__region r = { .handle = -1 };
 	int rc = -ENOMEM;
 
 	if (!p)
@@ -122,20 +148,21 @@ static int pack_new(struct ep__heap *h, size_t n, struct ep__pack **out)
 	/* counted before its bytes are (ep_pool_stats(): pack_bytes never
 	 * exceeds packs times the pack size) */
 	ep__tally(&h->tally.packs_in, 1);
-	if ((rc = ep__pack_map(h, p, n))) /* (commit.c: sets nchunks) */
+	if ((rc = ep__pack_map(h, p, n, &r))) /* (commit.c: sets nchunks) */
 		goto uncount;
-	if (ep__fit_init(&p->fit, p->used, p->nchunks) || (rc = ep__region_seal(h, &p->r))) {
-		ep__tally(&h->tally.commit_out, p->r.committed);
+	if (ep__fit_init(&p->fit, p->used, p->nchunks) || (rc = ep__region_seal(h, &r))) {
+		ep__tally(&h->tally.commit_out, r.committed);
 		rc = rc ? rc : -ENOMEM;
-		h->ops->unmap(h->be, &p->r);
+		h->ops->unmap(h->be, &r);
 		goto uncount;
 	}
-	if ((rc = ep__route_set((uintptr_t)p->r.exec, p->r.size, ep__route_pack(p)))) {
-		ep__tally(&h->tally.commit_out, p->r.committed);
-		ep__region_drop(h, &p->r);
+	if ((rc = ep__route_set((uintptr_t)r.exec, r.size, ep__route_pack(p)))) {
+		ep__tally(&h->tally.commit_out, r.committed);
+		ep__region_drop(h, &r);
 		goto uncount;
 	}
-	p->r.gen = ep__fork_generation();
+	r.gen = ep__fork_generation();
+	pack_publish(p, &r);
 	p->free_chunks = p->nchunks;
 	ep__range_insert(h, &p->r, p, NULL);
 	ep__slot_add(h, p);

@@ -4,21 +4,40 @@
  * taking the heap's lock: the owner keeps allocating meanwhile.
  *
  * The freeing thread
- *   1. claims the allocation: PLAIN -> FREEING on its first chunk's state
+ *   1. pins the pack (p->pins), then reads the region's address and checks
+ *      that the address freed lies in it: from here until it unpins, the
+ *      pack is not reused for another region (see "Pins" below), so the
+ *      states it reads are that region's;
+ *   2. claims the allocation: PLAIN -> FREEING on its first chunk's state
  *      (alloc-state.h; one CAS, so of two frees of one address only one
  *      goes on, and a free that finds anything but PLAIN changes nothing);
- *   2. checks that the pack still has the region the address was routed
- *      to, and takes the allocation's extent from the state byte it
- *      claimed, or for a long one reads it from the maps as a seqlock
- *      reader (the owner may be changing the bits around it);
- *   3. refills its chunks with traps through the backend, which needs no
- *      lock for that, gives back its charge against the limit and counts
- *      the free in the heap's remote counts (the stats read them);
- *   4. marks it done and queues the pack on the heap's remote list.
+ *   3. takes the allocation's extent from the state byte it claimed, or for
+ *      a long one reads it from the maps as a seqlock reader (the owner may
+ *      be changing the bits around it);
+ *   4. refills its chunks with traps through the RW alias, which needs no
+ *      lock and cannot fail (the path is taken only for such backends,
+ *      alias_io: so a claim is never undone), gives back its charge against
+ *      the limit and counts the free in the heap's remote counts (the stats
+ *      read them);
+ *   5. marks it done, queues the pack on the heap's remote list, unpins.
  * The chunks stay used until the owner, holding its lock, gives them back
- * on its next allocation (ep__remote_drain()): nothing can be allocated over
- * code still being refilled.  An allocation with a record (REC), a large
- * mapping, a copy not yet made after fork() or Valgrind take the lock.
+ * on its next allocation (ep__remote_drain(), FREEING -> NONE): nothing can
+ * be allocated over code still being refilled.  An allocation with a record
+ * (REC), a large mapping, a copy not yet made after fork(), a backend
+ * without alias_io or Valgrind take the lock.
+ *
+ * Pins, against a free of an address whose pack was released and its
+ * struct reused for a new region meanwhile (a double free): the free
+ * increments p->pins, then loads p->r.exec; the release stores NULL there
+ * (pack.c), and a later reuse of the struct first loads p->pins and takes
+ * the pack only if it is 0.  All four accesses are seq_cst, so if the free
+ * read the old address, the reuse sees its pin, and waits for another
+ * spare or makes a new struct until the free has unpinned: a claim made
+ * with the old address always lands on the old region's states (NONE once
+ * released), never on an allocation of the new one.  A free that reads the
+ * new address checks the address freed against it: in it, the address is
+ * the new allocation's (no allocator can tell such a double free from a
+ * correct one); outside, it goes to the lock, which finds nothing.
  *
  * The owner's exit against a free queued here (a store then a load on each
  * side): the free pushes on h->remote, then reads whether the heap has lost
@@ -96,46 +115,42 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 {
 	struct ep__heap *h = p->heap;
 	uintptr_t x = (uintptr_t)exec;
-	uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE);
 
-	if (!h->ops->threadsafe || ep__under_valgrind() || (x & (CHUNK - 1)) || x < base ||
-	    x - base >= __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK ||
-	    __atomic_load_n(&p->r.gen, __ATOMIC_RELAXED) != ep__fork_generation())
+	if (!h->ops->alias_io || ep__under_valgrind() || (x & (CHUNK - 1)))
 		return 1;
-	size_t c = (x - base) / CHUNK;
 	int rc = 1;
 
 	EP_YIELD("remote inflight");
 	__atomic_add_fetch(&h->remote_inflight, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&h->remote_gated, __ATOMIC_SEQ_CST))
 		goto out; /* fork() under way: the lock waits for it */
-	size_t n;
+	__atomic_add_fetch(&p->pins, 1, __ATOMIC_SEQ_CST);
+	EP_YIELD("remote pinned");
+	uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_SEQ_CST);
+
+	/* (a released pack reads NULL: the lock's path finds nothing) */
+	if (x < base || x - base >= __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK ||
+	    __atomic_load_n(&p->r.gen, __ATOMIC_RELAXED) != ep__fork_generation())
+		goto unpin;
+	size_t c = (x - base) / CHUNK, n;
 
 	if ((rc = ep__st_claim_free(p, c, &n)))
-		goto out; /* a record (1: the lock's path), or not live */
-	/* The pack was released and reused for another region between the
-	 * route's answer and the claim (a free of an address that is gone):
-	 * not ours to free. */
-	if ((uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE) != base) {
-		ep__st_unclaim(p, c);
-		rc = -EINVAL;
-		goto out;
-	}
+		goto unpin; /* a record (1: the lock's path), or not live */
 	/* (its state byte keeps the length unless it is long) */
 	size_t len = (n ? n : racy_end(p, c) - c) * CHUNK;
 
 	EP_YIELD("remote refill");
-	if (ep__region_fill(h, &p->r, c * CHUNK, len)) {
-		ep__st_unclaim(p, c);
-		rc = 1;
-		goto out; /* the lock's path tries again and says why */
-	}
+	ep__alias_fill(p->r.guards, h->fill, (unsigned char *)p->r.rw + c * CHUNK, len,
+		       h->fill_ctx);
 	ep__sync_icache((void *)x, len);
 	ep__uncharge(h, len);
 	EP_YIELD("remote counts");
 	__atomic_fetch_add(&h->remote_used_out, len, __ATOMIC_RELEASE);
 	__atomic_fetch_add(&h->remote_frees, 1, __ATOMIC_RELEASE);
 	queue(h, p, c);
+unpin:
+	EP_YIELD("remote unpin");
+	__atomic_sub_fetch(&p->pins, 1, __ATOMIC_SEQ_CST);
 out:
 	__atomic_sub_fetch(&h->remote_inflight, 1, __ATOMIC_RELEASE);
 	/* the heap's thread has exited: nobody would give the chunks back
@@ -192,4 +207,17 @@ void ep__remote_gate(struct ep__heap *h)
 void ep__remote_ungate(struct ep__heap *h)
 {
 	__atomic_store_n(&h->remote_gated, 0, __ATOMIC_RELEASE);
+}
+
+/* A child that ran no fork handler: a free that a vanished thread had under
+ * way holds no gate and no pin here (its claim stays: those chunks are not
+ * reused in this process). */
+void ep__remote_reset(struct ep__heap *h)
+{
+	h->remote_inflight = 0;
+	h->remote_gated = 0;
+	for (struct ep__pack *p = h->head; p; p = p->next)
+		p->pins = 0;
+	for (struct ep__pack *p = h->spare_packs; p; p = p->next)
+		p->pins = 0;
 }

@@ -9,11 +9,15 @@
 #include "interleave.h"
 #include "types.h"
 
-/* 0: freed; -EINVAL; 1: take the heap's lock and free there instead. */
+/* 0: freed; -EINVAL (not live); 1: take the heap's lock and free there
+ * instead.  Never disturbs another allocation, even for an instant. */
 int ep__remote_free(struct ep__pack *p, void *exec);
 /* fork(): no remote free is under way once this returns; and after. */
 void ep__remote_gate(struct ep__heap *h);
 void ep__remote_ungate(struct ep__heap *h);
+/* A child that ran no fork handler (every lock its own): no free is under
+ * way. */
+void ep__remote_reset(struct ep__heap *h);
 /* Give back what other threads freed; with the heap's lock. */
 void ep__remote_drain(struct ep__heap *h);
 

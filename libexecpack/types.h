@@ -53,9 +53,10 @@ struct ep__alloc {
  * A pack.  Its struct and maps are never freed while its heap lives (a
  * released pack waits on the heap's spares for reuse), because a thread
  * freeing into it without the heap's lock (remote.c) may still be reading
- * them: such a reader checks the region's address after its claim.  A pack
- * is released only when empty, so its maps are clear then and need no
- * clearing for reuse.
+ * them.  Such a thread pins the pack before it reads the region's address,
+ * and a released pack is reused for a new region only when no pin is held
+ * (remote.c says why that suffices).  A pack is released only when empty,
+ * so its maps are clear then and need no clearing for reuse.
  */
 struct ep__pack {
 	struct ep__region r; /* r.exec and r.gen: atomics (remote.c reads them) */
@@ -75,6 +76,7 @@ struct ep__pack {
 	uint64_t *done;     /* start chunks freed without the lock, refilled */
 	uint64_t *done_sum; /* words of done with a bit set */
 	int queued;         /* on the heap's remote list */
+	unsigned pins;      /* lock-free frees between reading r.exec and done */
 	struct ep__pack *rnext;
 };
 

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1066,6 +1067,116 @@ START_TEST(test_shrink_finalize_vs_free)
 }
 END_TEST
 
+/* 11. A double free whose pack is released and its struct reused for a
+ * new region while the free is under way: the owner's allocation in the
+ * new region (at the chunk the stale address had in the old one) is never
+ * disturbed: its write and free succeed in every schedule, and the double
+ * free fails.  The old region's range is kept taken meanwhile, so that the
+ * new one lies elsewhere (one at the same address would be the new
+ * allocation's, rightly freed).  A third of the seeds direct it: the stale
+ * free is held at its k-th point until the new allocation exists, then
+ * runs j more points, then the owner runs. */
+static int g_s11_stale, g_s11_seen, g_s11_k, g_s11_j, g_s11_phase;
+static void *g_s11_plug;
+
+static int s11_schedule(const char *where)
+{
+	(void)where;
+	switch (g_s11_phase) {
+	case 0:
+		if (il_me != 1 || !g_s11_stale || ++g_s11_seen < g_s11_k)
+			return -1;
+		g_s11_phase = 1;
+		/* fall through */
+	case 1:
+		if (!g_pub[2])
+			return 0; /* held until the new allocation exists */
+		g_s11_phase = 2;
+		return 1;
+	case 2:
+		if (il_me == 1 && --g_s11_j <= 0)
+			g_s11_phase = 3;
+		return g_s11_phase == 2 ? 1 : 0;
+	default:
+		return 0;
+	}
+}
+
+static void s11_owner(int id)
+{
+	unsigned char *a = jit(64, 1); /* chunk 0 of the first pack */
+
+	/* a second pack, emptied: the heap keeps it, so the first is released
+	 * when it empties */
+	g_rc[id][3] = do_free(jit(g_pack_size, 0));
+	g_pub[0] = a;
+	while (!g_pub[1])
+		ep__il_blocked("script wait"); /* the first free is done */
+	jit(g_pack_size, 0); /* drains: the first pack goes, this takes the second */
+	g_s11_plug = mmap(g_pub[0], g_pack_size, PROT_NONE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (g_s11_plug == MAP_FAILED)
+		g_s11_plug = NULL;
+	else if (g_s11_plug != g_pub[0])
+		il_fail("MAP_FIXED_NOREPLACE placed %p at %p", (void *)g_pub[0], g_s11_plug);
+	/* a new pack: the released struct, unless a free still pins it */
+	unsigned char *x = jit(64, 1);
+
+	g_pub[2] = x;
+	g_rc[id][0] = ep_write(g_pool, x + 8, "\x11\x11", 2);
+	g_rc[id][1] = x ? do_free(x) : -1;
+}
+
+static void s11_freer(int id)
+{
+	unsigned char *x = await(0);
+
+	g_rc[id][0] = do_free(x);
+	g_pub[1] = x;
+	g_s11_stale = 1;
+	g_rc[id][1] = ep_free(g_pool, x); /* the caller's bug */
+	g_s11_stale = 0;
+}
+
+static void s11(unsigned long seed)
+{
+	void (*fns[])(int) = { s11_owner, s11_freer };
+	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = 64 << 10 };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	g_s11_stale = g_s11_seen = g_s11_phase = 0;
+	g_s11_k = (int)(seed / 3 % 4) + 1;
+	g_s11_j = (int)(seed / 12 % 4) + 1;
+	g_s11_plug = NULL;
+	g_directed = seed % 3 == 0 ? s11_schedule : NULL;
+	pool_begin(&cfg);
+	run(seed, fns, 2);
+	g_directed = NULL;
+	if (g_rc[1][0] || g_rc[0][3])
+		il_fail("the first frees failed: %d %d", g_rc[1][0], g_rc[0][3]);
+	int same = g_pub[2] == g_pub[0];
+
+	if (same && g_rc[1][1] == 0 && model_find(g_pub[2]) >= 0)
+		g_model[model_find(g_pub[2])].live = 0; /* what the double free freed */
+	if (!same && g_rc[1][1] != -EINVAL)
+		il_fail("the double free of %p (its pack reused at %p) returned %d",
+			(void *)g_pub[0], (void *)g_pub[2], g_rc[1][1]);
+	for (int i = 0; i < 2 && !(same && g_rc[1][1] == 0); i++)
+		if (g_rc[0][i])
+			il_fail("the owner's call %d on its allocation in the reused pack failed "
+				"with %d (a stale free claimed it)",
+				i, g_rc[0][i]);
+	if (g_s11_plug)
+		munmap(g_s11_plug, g_pack_size);
+	pool_end();
+}
+
+START_TEST(test_stale_free_vs_pack_reuse)
+{
+	each_seed("s11", s11, 120, 1);
+}
+END_TEST
+
 /* A fork child of a schedule: whatever the library's own child handler
  * does must end, or the child is stopped (this handler runs first). */
 static void child_alarm(void)
@@ -1104,6 +1215,7 @@ int main(void)
 	tcase_add_test(tc, test_limit_counts_what_exists);
 	tcase_add_test(tc, test_exit_vs_remote_free);
 	tcase_add_test(tc, test_shrink_finalize_vs_free);
+	tcase_add_test(tc, test_stale_free_vs_pack_reuse);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 
