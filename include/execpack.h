@@ -100,6 +100,19 @@ struct ep_config {
 	 * hugetlb only: kmod refuses it at ep_pool_create() (-EOPNOTSUPP).
 	 */
 	const void *near;
+	/*
+	 * One contiguous range of this many bytes (rounded up to pages),
+	 * reserved at ep_pool_create() (0, or a caller's sz that ends before
+	 * this field: none).  Every pack and large mapping of the pool, of all
+	 * its threads, lies inside it, so any two allocations of the pool are
+	 * less than code_range apart: within a rel32 call or jmp (x86-64) of
+	 * each other for a range of up to 2 GiB, within BL's +-128 MiB
+	 * (arm64) for one of up to 128 MiB.  With near, the whole range lies
+	 * within near's reach.  A full range makes ep_alloc() fail with
+	 * -ENOMEM, never map farther; freed space stays reserved for the pool.
+	 * Less than one pack: -EINVAL at ep_pool_create().  Every backend.
+	 */
+	size_t code_range;
 };
 
 /* What ep_alloc() hands out. */

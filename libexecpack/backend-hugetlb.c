@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend-memfd.h"
+#include "code-range.h"
 #include "guard.h"
 #include "internal.h"
 
@@ -184,7 +185,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		free(be);
 		return rc;
 	}
-	ep__memfd_unmap(&r);
+	ep__memfd_unmap(&be->kind, &r);
 	(void)ep__memfd_probe_anon(&be->small, NULL, 0); /* AUTO's base-page regions */
 	*out = be;
 	return 0;
@@ -192,6 +193,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 
 static void hugetlb_close(struct ep__backend *be)
 {
+	ep__crange_close(be->kind.crange);
 	free(be->dir);
 	free(be);
 }
@@ -215,10 +217,12 @@ static int hugetlb_map(struct ep__backend *be, size_t size, ep_fill_fn fill, voi
 		out->handle = REGION_HUGE;
 		return 0;
 	}
+	if (rc == EP__CRANGE_FULL) /* (not for want of a huge page) */
+		return -ENOMEM;
 	if (no_huge_page(rc) && be->fallback) {
 		rc = ep__memfd_map(&be->small, size, fill, ctx, out);
 		out->handle = REGION_SMALL;
-		return rc;
+		return ep__crange_rc(rc);
 	}
 	return no_huge_page(rc) ? -ENOSPC : rc; /* no huge page left: say so */
 }
@@ -238,7 +242,7 @@ static int hugetlb_map_part(struct ep__backend *be, size_t size, size_t commit, 
 	int rc = ep__memfd_map_part(&be->small, size, commit, fill, ctx, out);
 
 	out->handle = REGION_SMALL;
-	return rc;
+	return ep__crange_rc(rc);
 }
 
 static int hugetlb_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
@@ -250,8 +254,7 @@ static int hugetlb_commit(struct ep__backend *be, struct ep__region *r, size_t c
 
 static void hugetlb_unmap(struct ep__backend *be, struct ep__region *r)
 {
-	(void)be;
-	ep__memfd_unmap(r);
+	ep__memfd_unmap(r->handle == REGION_SMALL ? &be->small : &be->kind, r);
 }
 
 static int hugetlb_write(struct ep__backend *be, struct ep__region *r, size_t off,
@@ -289,6 +292,11 @@ static unsigned hugetlb_guards(const struct ep__backend *be, const char **pkey_o
 	return be->kind.guards;
 }
 
+static void hugetlb_set_range(struct ep__backend *be, struct ep__crange *cr)
+{
+	be->kind.crange = be->small.crange = cr;
+}
+
 const struct ep__backend_ops ep__backend_hugetlb = {
 	.name = "hugetlb",
 	.threadsafe = 1,
@@ -305,4 +313,5 @@ const struct ep__backend_ops ep__backend_hugetlb = {
 	.fill = hugetlb_fill,
 	.privatize = hugetlb_privatize,
 	.guards = hugetlb_guards,
+	.set_range = hugetlb_set_range,
 };

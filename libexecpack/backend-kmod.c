@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "code-range.h"
 #include "guard.h"
 #include "internal.h"
 #include "kmod/execpack_uapi.h"
@@ -57,6 +58,7 @@ struct ep__backend {
 
 	struct kmod_pack *packs;
 	size_t npacks;
+	struct ep__crange *crange; /* ep_config.code_range, or NULL */
 };
 
 static int kmod_ioctl(struct ep__backend *be, unsigned long cmd, void *arg)
@@ -153,6 +155,7 @@ static void kmod_close(struct ep__backend *be)
 {
 	/* Closing the file frees every pack the regions have not unmapped. */
 	close(be->fd);
+	ep__crange_close(be->crange);
 	free(be->packs);
 	free(be->pat);
 	free(be->path);
@@ -322,11 +325,17 @@ static int kmod_map(struct ep__backend *be, size_t size, ep_fill_fn fill, void *
 		return slot;
 
 	uint32_t id;
-	void *exec;
+	void *exec, *at = NULL;
 
-	rc = kmod_new_pack(be, size, fill, ctx, NULL, NULL, &id, &exec);
-	if (rc)
+	/* (the device maps a pack wherever its vma is: MAP_FIXED into the range) */
+	if (be->crange && (rc = ep__crange_take(be->crange, size, be->page, &at)))
+		return ep__crange_rc(rc);
+	rc = kmod_new_pack(be, size, fill, ctx, NULL, at, &id, &exec);
+	if (rc) {
+		if (at)
+			ep__crange_give(be->crange, at, size);
 		return rc;
+	}
 	be->packs[slot] = (struct kmod_pack){
 		.used = true, .id = id, .gen = be->gen, .fill = fill, .fill_ctx = ctx,
 	};
@@ -341,7 +350,8 @@ static void kmod_unmap(struct ep__backend *be, struct ep__region *r)
 {
 	struct kmod_pack *p = kmod_rec(be, r);
 
-	munmap(r->exec, r->size);
+	if (!ep__crange_give(be->crange, r->exec, r->size))
+		munmap(r->exec, r->size);
 	/* A pack inherited over fork() is the parent's to destroy. */
 	if (p && p->gen == be->gen && be->pid == getpid())
 		kmod_destroy(be, p->id);
@@ -419,6 +429,11 @@ static int kmod_privatize(struct ep__backend *be, struct ep__region *r)
 	return 0;
 }
 
+static void kmod_set_range(struct ep__backend *be, struct ep__crange *cr)
+{
+	be->crange = cr;
+}
+
 const struct ep__backend_ops ep__backend_kmod = {
 	.name = "kmod",
 	.threadsafe = 0,
@@ -431,4 +446,5 @@ const struct ep__backend_ops ep__backend_kmod = {
 	.write = kmod_write,
 	.fill = kmod_fill,
 	.privatize = kmod_privatize,
+	.set_range = kmod_set_range,
 };

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend-memfd.h"
+#include "code-range.h"
 #include "guard.h"
 #include "internal.h"
 
@@ -157,6 +158,29 @@ static void *alias_hint(size_t align)
 #endif
 }
 
+/*
+ * Where a new exec view of size bytes goes: *want NULL (anywhere), or a
+ * PROT_NONE reservation to map over with MAP_FIXED, which replaces it in
+ * one step: a free part of the code range, else a range near kind->near.
+ */
+static int place(const struct ep__memfd_kind *kind, size_t size, void **want)
+{
+	*want = NULL;
+	if (kind->crange)
+		return ep__crange_take(kind->crange, size, kind->align, want);
+	if (kind->near)
+		return ep__near_reserve(kind->near, kind->margin, size, kind->align, want);
+	return 0;
+}
+
+/* An exec view, or what place() reserved, goes: back to the code range
+ * (PROT_NONE again), or unmapped. */
+static void unplace(const struct ep__memfd_kind *kind, void *exec, size_t size)
+{
+	if (!ep__crange_give(kind->crange, exec, size))
+		munmap(exec, size);
+}
+
 int ep__memfd_map_fd(const struct ep__memfd_kind *kind, int fd, size_t size,
 		     ep_fill_fn fill, void *fill_ctx, struct ep__region *out,
 		     char *why, size_t whylen)
@@ -174,17 +198,18 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 			  size_t commit, ep_fill_fn fill, void *fill_ctx,
 			  struct ep__region *out, char *why, size_t whylen)
 {
-	void *want = NULL;
+	void *want;
+	/* first: the one failure that needs nothing undone */
+	int prc = place(kind, size, &want);
 
-	if (kind->near) {
-		/* first: the one failure that needs nothing undone */
-		int rc = ep__near_reserve(kind->near, kind->margin, size, kind->align, &want);
-
-		if (rc) {
+	if (prc) {
+		if (prc == EP__CRANGE_FULL)
+			ep__why(why, whylen, "%s: no free %zu bytes left in the code range",
+				kind->name, size);
+		else
 			ep__why(why, whylen, "%s: no free range of %zu bytes within rel32 reach of %p",
 				kind->name, size, kind->near);
-			return rc;
-		}
+		return prc;
 	}
 	void *rw = mmap(alias_hint(kind->align), size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 
@@ -193,7 +218,7 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 
 		ep__why(why, whylen, "%s: cannot map the writable alias: %s", kind->name, ep__errno_text(e));
 		if (want)
-			munmap(want, size);
+			unplace(kind, want, size);
 		return -e;
 	}
 	int rc = ep__guard_alias(kind->guards, rw, size); /* (under the key before any store) */
@@ -203,14 +228,14 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 			kind->name, ep__errno_text(rc));
 		munmap(rw, size);
 		if (want)
-			munmap(want, size);
+			unplace(kind, want, size);
 		return rc;
 	}
 	/* fill before any executable view exists: never map unset memory exec */
 	if (fill)
 		ep__alias_fill(kind->guards, fill, rw, commit, fill_ctx);
 	int xprot = ep__exec_prot(kind->guards);
-	/* (over the reservation near.c made, replacing it in one step) */
+	/* (over the reservation place() made, replacing it in one step) */
 	int share = kind->debug ? MAP_PRIVATE : MAP_SHARED;
 	void *exec = mmap(want, size, commit < size ? PROT_NONE : xprot,
 			  share | (want ? MAP_FIXED : 0), fd, 0);
@@ -219,7 +244,7 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 	    mmap(exec, commit, xprot, share | MAP_FIXED, fd, 0) == MAP_FAILED) {
 		int e = errno;
 
-		munmap(exec, size);
+		unplace(kind, exec, size);
 		want = NULL;
 		exec = MAP_FAILED;
 		errno = e;
@@ -229,7 +254,7 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 		int e = errno;
 
 		if (want)
-			munmap(want, size);
+			unplace(kind, want, size);
 		if (e == EPERM || e == EACCES)
 			ep__why(why, whylen, "%s: exec mapping refused (vm.memfd_noexec=%d, or a noexec "
 				"mount or security policy)", kind->name,
@@ -274,7 +299,7 @@ static bool exec_refused(int rc)
 
 /*
  * New anonymous shared memory of size bytes, seen twice: *rw read+write at
- * a random address, *exec at want (MAP_FIXED over near.c's reservation) or
+ * a random address, *exec at want (MAP_FIXED over place()'s reservation) or
  * anywhere, inaccessible but for its first commit bytes, which are filled
  * through *rw (fill, or a copy of src) before they are read+exec.
  */
@@ -289,7 +314,7 @@ static int anon_pair(const struct ep__memfd_kind *kind, void *want, size_t size,
 		int e = errno;
 
 		if (want)
-			munmap(want, size); /* near.c's reservation */
+			unplace(kind, want, size); /* place()'s reservation */
 		return -e;
 	}
 	/* the alias over a reservation at a random address, replaced in one step */
@@ -334,22 +359,19 @@ static int anon_pair(const struct ep__memfd_kind *kind, void *want, size_t size,
 fail:
 	if (rw != MAP_FAILED)
 		munmap(rw, size);
-	munmap(exec, size); /* (and with it near.c's reservation) */
+	unplace(kind, exec, size); /* (and with it place()'s reservation) */
 	return -e;
 }
 
 static int anon_map(const struct ep__memfd_kind *kind, size_t size, size_t commit,
 		    ep_fill_fn fill, void *fill_ctx, struct ep__region *out)
 {
-	void *want = NULL, *exec, *rw;
+	void *want, *exec, *rw;
+	int rc = place(kind, size, &want);
 
-	if (kind->near) {
-		int rc = ep__near_reserve(kind->near, kind->margin, size, kind->align, &want);
-
-		if (rc)
-			return rc;
-	}
-	int rc = anon_pair(kind, want, size, commit, fill, fill_ctx, NULL, &exec, &rw);
+	if (rc)
+		return rc;
+	rc = anon_pair(kind, want, size, commit, fill, fill_ctx, NULL, &exec, &rw);
 
 	if (rc)
 		return rc;
@@ -413,7 +435,7 @@ int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen)
 
 	kind->anon = rc == 0;
 	if (rc == 0)
-		ep__memfd_unmap(&r);
+		ep__memfd_unmap(kind, &r);
 	else if (rc == -EADDRNOTAVAIL)
 		ep__why(why, whylen, "%s: no free range of %zu bytes within rel32 reach of %p",
 			kind->name, kind->align, kind->near);
@@ -485,9 +507,9 @@ int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void 
 	return 0;
 }
 
-void ep__memfd_unmap(struct ep__region *r)
+void ep__memfd_unmap(const struct ep__memfd_kind *kind, struct ep__region *r)
 {
-	munmap(r->exec, r->size);
+	unplace(kind, r->exec, r->size);
 	munmap(r->rw, r->size);
 	r->exec = r->rw = NULL;
 }
@@ -680,7 +702,7 @@ struct ep__backend {
 
 static void memfd_unmap(struct ep__backend *be, struct ep__region *r)
 {
-	ep__memfd_unmap(r);
+	ep__memfd_unmap(&be->kind, r);
 	if (be->kind.debug && r->handle >= 0)
 		close(r->handle);
 	r->handle = -1;
@@ -747,6 +769,7 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 
 static void memfd_close(struct ep__backend *be)
 {
+	ep__crange_close(be->kind.crange);
 	free(be);
 }
 
@@ -764,14 +787,14 @@ static size_t memfd_default_pack_size(const struct ep__backend *be)
 static int memfd_map(struct ep__backend *be, size_t size, ep_fill_fn fill, void *ctx,
 		     struct ep__region *out)
 {
-	return ep__memfd_map(&be->kind, size, fill, ctx, out);
+	return ep__crange_rc(ep__memfd_map(&be->kind, size, fill, ctx, out));
 }
 
 static int memfd_map_part(struct ep__backend *be, size_t size, size_t commit, size_t held,
 			  ep_fill_fn fill, void *ctx, struct ep__region *out)
 {
 	(void)held;
-	return ep__memfd_map_part(&be->kind, size, commit, fill, ctx, out);
+	return ep__crange_rc(ep__memfd_map_part(&be->kind, size, commit, fill, ctx, out));
 }
 
 static int memfd_commit(struct ep__backend *be, struct ep__region *r, size_t commit,
@@ -806,6 +829,11 @@ static unsigned memfd_guards(const struct ep__backend *be, const char **pkey_off
 	return be->kind.guards;
 }
 
+static void memfd_set_range(struct ep__backend *be, struct ep__crange *cr)
+{
+	be->kind.crange = cr;
+}
+
 const struct ep__backend_ops ep__backend_memfd = {
 	.name = "memfd",
 	.threadsafe = 1,
@@ -822,6 +850,7 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.fill = memfd_fill,
 	.privatize = memfd_privatize,
 	.guards = memfd_guards,
+	.set_range = memfd_set_range,
 };
 
 /* ---- the same with views a debugger can write (EXECPACK_DEBUG=1) --------------
@@ -883,4 +912,5 @@ const struct ep__backend_ops ep__backend_memfd_debug = {
 	.fill = memfd_debug_fill,
 	.privatize = memfd_privatize,
 	.guards = memfd_guards,
+	.set_range = memfd_set_range,
 };

@@ -21,6 +21,7 @@ struct ep__memfd_kind {
 	int commit;         /* allocate every page when the file is made (fallocate) */
 	const void *near;   /* ep_config.near: exec views within rel32 reach, or NULL */
 	size_t margin;      /* the pool's pack size, kept free of the reach (near.c) */
+	struct ep__crange *crange; /* ep_config.code_range: exec views inside it, or NULL */
 	int anon;           /* base pages: anonymous shared memory rather than a
 			     * memfd, where exec can be added by mprotect() */
 	int debug;          /* EXECPACK_DEBUG=1: exec views are private mappings
@@ -50,7 +51,7 @@ int ep__memfd_map_part(const struct ep__memfd_kind *kind, size_t size, size_t co
 int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void *ctx);
 int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fill,
 		  void *fill_ctx, struct ep__region *out);
-void ep__memfd_unmap(struct ep__region *r);
+void ep__memfd_unmap(const struct ep__memfd_kind *kind, struct ep__region *r);
 int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t len);
 int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill, void *ctx);
 int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r);

@@ -15,6 +15,7 @@
 #include "execpack.h"
 
 struct ep__backend; /* a backend's per-pool state, owned by the backend */
+struct ep__crange;  /* code-range.h */
 
 struct ep__region {
 	void *exec;   /* executable view (what callers see) */
@@ -99,6 +100,12 @@ struct ep__backend_ops {
 	 * (guard.h), decided at open, the same for every region; *pkey_off:
 	 * why not EP_GUARD_PKEY (a string that lives as long as be). */
 	unsigned (*guards)(const struct ep__backend *be, const char **pkey_off);
+
+	/* Optional (NULL: ep_config.code_range is refused, -EOPNOTSUPP).  From
+	 * now on every region is placed inside cr (code-range.h), which the
+	 * backend owns from here and closes with itself.  A full range makes
+	 * map and map_part fail with -ENOMEM. */
+	void (*set_range)(struct ep__backend *be, struct ep__crange *cr);
 };
 
 extern const struct ep__backend_ops ep__backend_memfd;

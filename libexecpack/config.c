@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend-memfd.h"
+#include "code-range.h"
 #include "config-open.h"
 #include "region.h"
 
@@ -130,6 +131,41 @@ static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
 	return first;
 }
 
+/* ep_config.code_range: the reservation every region of the pool goes in
+ * (code-range.c), handed to the backend, which closes it with itself. */
+static int open_range(struct ep__heap *pool, const struct ep_config *cfg, size_t page,
+		      size_t pack)
+{
+	char why[160];
+	size_t size = cfg->code_range;
+	struct ep__crange *cr;
+
+	if (size < pack || size > SIZE_MAX - page) {
+		snprintf(why, sizeof(why), "code range: %zu bytes, less than one pack (%zu)", size,
+			 pack);
+		add_reason(pool, why);
+		return -EINVAL;
+	}
+	if (!pool->ops->set_range) {
+		snprintf(why, sizeof(why), "%s: no code range (ep_config.code_range)",
+			 pool->ops->name);
+		add_reason(pool, why);
+		return -EOPNOTSUPP;
+	}
+	size = (size + page - 1) / page * page;
+	int rc = ep__crange_open(size, cfg->near, pack, page, &cr);
+
+	if (rc) {
+		snprintf(why, sizeof(why), "code range: cannot reserve %zu bytes%s", size,
+			 cfg->near ? " within rel32 reach of ep_config.near" : "");
+		add_reason(pool, why);
+		return rc;
+	}
+	pool->ops->set_range(pool->be, cr);
+	pool->crange = cr;
+	return 0;
+}
+
 /*
  * The one validation of a config, for ep_pool_create() and
  * ep_backend_probe() alike: copied and checked, the backend (backend, or
@@ -160,11 +196,14 @@ int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_confi
 
 		if (pack % page || pack > EP__MAX_PACK_SIZE)
 			rc = -EINVAL;
+		else if (cfg->code_range)
+			rc = open_range(pool, cfg, page, pack);
 	}
 	if (rc) {
 		pool->ops->close(pool->be);
 		pool->ops = NULL;
 		pool->be = NULL;
+		pool->crange = NULL;
 	}
 	return rc;
 }

@@ -26,7 +26,9 @@
  *   g_roots_lock -> each pool's heaps_lock -> ep__thread_key_lock ->
  *   ep__thread_spare_lock -> g_pools_lock -> each heap's lock (and its
  *   remote-free gate) -> ep__meta_lock -> diag's lock (jitdump's writes
- *   hold it too).
+ *   hold it too).  A code range's lock (code-range.c) is taken only inside
+ *   a backend's map or unmap, under a heap's lock, and nothing after it: no
+ *   thread holds it while the handlers hold every heap's.
  * The handlers take them all in that order and release them in the parent
  * and the child; a child that ran no handler resets exactly the same set,
  * once (the first of its threads to call does, the others wait for it).
@@ -41,6 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "code-range.h"
 #include "diag.h"
 #include "fork.h"
 #include "heap.h"
@@ -234,6 +237,8 @@ void ep__fork_missed(void)
 	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
 		ep__lock_reset(&p->lock);
 		ep__remote_reset(p);
+		if (p->crange && !p->shares_backend)
+			ep__crange_reset(p->crange);
 	}
 	ep__lock_setup();
 	ep__diag_fork_reset();

@@ -127,6 +127,7 @@ struct ep__heap *ep__heap_clone(const struct ep__heap *first)
 	h->ops = first->ops;
 	h->be = first->be;
 	h->shares_backend = 1;
+	h->crange = first->crange;
 	h->fill = first->fill;
 	h->fill_ctx = first->fill_ctx;
 	h->flags = first->flags;

@@ -157,6 +157,7 @@ struct ep__heap {
 	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
+	struct ep__crange *crange; /* ep_config.code_range (the backend's), or NULL */
 	struct ep__thread *owner; /* the thread it belongs to (pool->heaps_lock) */
 	struct ep__heap *next_heap; /* the pool's heaps, newest first */
 

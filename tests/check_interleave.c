@@ -337,18 +337,25 @@ static void model_add(unsigned char *x, size_t size)
 	il_fail("model full");
 }
 
+/* (an address may be live twice while an ep_free() of it has not
+ * returned: a code range hands freed space to any heap at once; the one
+ * not being freed is the one a new call means) */
 static int model_find(const void *x)
 {
-	for (int i = 0; i < MODEL; i++)
-		if (g_model[i].live && g_model[i].exec == x)
-			return i;
-	return -1;
+	int any = -1;
+
+	for (int i = 0; i < MODEL; i++) {
+		if (g_model[i].live && g_model[i].exec == x) {
+			if (!g_model[i].freeing)
+				return i;
+			any = i;
+		}
+	}
+	return any;
 }
 
-static void model_gone(const void *x)
+static void model_gone_at(int i, const void *x)
 {
-	int i = model_find(x);
-
 	if (i < 0) {
 		il_fail("ep_free(%p) returned 0, but it was not live", x);
 		return;
@@ -356,6 +363,11 @@ static void model_gone(const void *x)
 	if (g_model[i].name[0] && g_nfreed < MODEL)
 		g_freed[g_nfreed++] = g_model[i].exec;
 	g_model[i].live = 0;
+}
+
+static void model_gone(const void *x)
+{
+	model_gone_at(model_find(x), x);
 }
 
 /* A chunk of the trap fill (chunks are 64-byte aligned, like this one). */
@@ -527,7 +539,9 @@ static int do_free(unsigned char *x)
 		g_model[i].freeing++;
 	int rc = ep_free(g_pool, x);
 
-	if (rc == 0)
+	if (rc == 0 && i >= 0 && g_model[i].live && g_model[i].exec == x)
+		model_gone_at(i, x); /* (the entry this call marked) */
+	else if (rc == 0)
 		model_gone(x);
 	else if (i >= 0 && g_model[i].exec == x)
 		g_model[i].freeing--;
@@ -1177,6 +1191,75 @@ START_TEST(test_stale_free_vs_pack_reuse)
 }
 END_TEST
 
+/* 12. Threads of their own heaps mapping and unmapping regions of one code
+ * range at once (code-range.c): every region inside it, none lost or
+ * handed out twice, every call succeeds. */
+#define S12_PACK ((size_t)64 << 10)
+static uintptr_t g_s12[3][2];
+
+static void s12_span(int id, const unsigned char *x, size_t n)
+{
+	if (!x)
+		return;
+	if (!g_s12[id][0] || (uintptr_t)x < g_s12[id][0])
+		g_s12[id][0] = (uintptr_t)x;
+	if ((uintptr_t)x + n > g_s12[id][1])
+		g_s12[id][1] = (uintptr_t)x + n;
+}
+
+static void s12_large(int id)
+{
+	for (int i = 0; i < 2; i++) {
+		unsigned char *x = jit(2 * S12_PACK, 1);
+
+		s12_span(id, x, 2 * S12_PACK);
+		g_rc[id][i] = x ? do_free(x) : -1;
+	}
+}
+
+static void s12_small(int id)
+{
+	unsigned char *x = jit(100, 1);
+
+	s12_span(id, x, 100);
+	g_rc[id][0] = x ? do_free(x) : -1;
+	x = jit(S12_PACK + 1, 0);
+	s12_span(id, x, S12_PACK + 1);
+	g_rc[id][1] = x ? do_free(x) : -1;
+}
+
+static void s12(unsigned long seed)
+{
+	void (*fns[])(int) = { s12_large, s12_large, s12_small };
+	/* (what they hold at once, 6 packs and a page, and room for the
+	 * holes first fit leaves between regions of mixed sizes) */
+	size_t range = 10 * S12_PACK;
+	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = S12_PACK, .code_range = range };
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+
+	memset(g_s12, 0, sizeof(g_s12));
+	pool_begin(&cfg);
+	run(seed, fns, 3);
+	for (int i = 0; i < 3; i++) {
+		for (int k = 0; k < 2; k++)
+			if (g_rc[i][k])
+				il_fail("thread %d, call %d: %d", i, k, g_rc[i][k]);
+		if (g_s12[i][0] && g_s12[i][0] < lo)
+			lo = g_s12[i][0];
+		if (g_s12[i][1] > hi)
+			hi = g_s12[i][1];
+	}
+	if (hi - lo > range)
+		il_fail("regions span %zu bytes of a %zu-byte range", (size_t)(hi - lo), range);
+	pool_end();
+}
+
+START_TEST(test_code_range)
+{
+	each_seed("s12", s12, 120, 1);
+}
+END_TEST
+
 /* A fork child of a schedule: whatever the library's own child handler
  * does must end, or the child is stopped (this handler runs first). */
 static void child_alarm(void)
@@ -1216,6 +1299,7 @@ int main(void)
 	tcase_add_test(tc, test_exit_vs_remote_free);
 	tcase_add_test(tc, test_shrink_finalize_vs_free);
 	tcase_add_test(tc, test_stale_free_vs_pack_reuse);
+	tcase_add_test(tc, test_code_range);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

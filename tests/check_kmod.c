@@ -269,6 +269,64 @@ START_TEST(test_api_fork_private)
 }
 END_TEST
 
+/* ep_config.code_range: the module's packs mapped into the pool's range,
+ * -ENOMEM when it is full, the space of a destroyed pack reused, a fork
+ * child's copies and new packs inside it. */
+START_TEST(test_api_code_range)
+{
+	size_t pack = (size_t)64 << 10, range = 4 * pack;
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_KMOD, .pack_size = pack,
+				 .path = dev_path, .code_range = range };
+	struct ep_pool *pool = NULL;
+	void *fn[8];
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int n = 0, rc;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
+	while (n < 8 && (fn[n] = tu_jit_ret(pool, pack / 2 - 64, (uint32_t)n, &rc))) {
+		lo = (uintptr_t)fn[n] < lo ? (uintptr_t)fn[n] : lo;
+		hi = (uintptr_t)fn[n] + pack / 2 > hi ? (uintptr_t)fn[n] + pack / 2 : hi;
+		n++;
+	}
+	ck_assert_int_eq(n, 8);
+	ck_assert_uint_le(hi - lo, range);
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(pool, 64, &img), -ENOMEM);
+	ck_assert_int_eq(ep_alloc(pool, 2 * pack, &img), -ENOMEM);
+	/* two packs emptied, one kept and one released: the released one's
+	 * space holds a new pack */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(ep_free(pool, fn[i]), 0);
+	for (int i = 0; i < 4; i++) {
+		fn[i] = tu_jit_ret(pool, pack / 2 - 64, (uint32_t)i, &rc);
+		ck_assert_msg(fn[i], "again %d: %s", i, ep_strerror(rc));
+		ck_assert_uint_ge((uintptr_t)fn[i], lo);
+		ck_assert_uint_le((uintptr_t)fn[i] + pack / 2, hi);
+	}
+	ck_assert_int_eq(ep_alloc(pool, 64, &img), -ENOMEM);
+	ck_assert_int_eq(ep_free(pool, fn[7]), 0); /* room for the child's */
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		void *more = tu_jit_ret(pool, 64, 77, NULL);
+		int ok = more && tu_as_fn(more)() == 77 && (uintptr_t)more >= lo &&
+			 (uintptr_t)more < hi && tu_as_fn(fn[5])() == 5;
+
+		ep_pool_destroy(pool);
+		_exit(ok ? 0 : 1);
+	}
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed");
+	for (int i = 0; i < 7; i++)
+		ck_assert_int_eq(tu_as_fn(fn[i])(), i);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 /* A one-store patch (the imm32 inside one 8-byte word on x86, one aligned
  * instruction word elsewhere) is never seen half done. */
 static volatile int race_stop;
@@ -1176,6 +1234,7 @@ static Suite *kmod_suite(void)
 	tcase_add_test(api, test_api_open_errors);
 	tcase_add_test(api, test_api_fork_private);
 	tcase_add_test(api, test_api_patch_not_torn);
+	tcase_add_test(api, test_api_code_range);
 	tcase_add_test(dev, test_dev_mmap_write_refused);
 	tcase_add_test(dev, test_dev_copy_and_fill);
 	tcase_add_test(dev, test_dev_bad_input);

@@ -103,6 +103,7 @@ const struct ep__backend_ops *ep__test_wrap_backend(const struct ep__backend_ops
 		.fill = w_fill,
 		.privatize = ops->privatize ? w_privatize : NULL,
 		.guards = ops->guards,
+		.set_range = ops->set_range,
 	};
 	return &wrapped;
 }

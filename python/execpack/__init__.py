@@ -71,7 +71,11 @@ OSError(EINVAL).  Pool(near=address) keeps all code of the pool within
 2 GiB of an address of the program (an int, a ctypes function pointer
 such as libc.abs, a c_void_p or a JitFunction), so that the code can call
 it with a call rel32; when nothing that near can be mapped, Pool() or
-alloc() raises OSError(EADDRNOTAVAIL).
+alloc() raises OSError(EADDRNOTAVAIL).  Pool(code_range=size) keeps every
+allocation of the pool inside one range of that size, reserved at
+creation, so that JIT code calls any other of the pool's with a call
+rel32 (up to 2 GiB); a full range raises OSError(ENOMEM) from alloc(),
+one smaller than a pack OSError(EINVAL).
 
 Diagnostics.  pool.set_name(f, "name") names code for symbolize(address)
 (which gives (name, offset) or None), perf and debuggers (with the flags

@@ -82,8 +82,10 @@ class _Config(ctypes.Structure):
         ("fill", FILL_FN),
         ("fill_ctx", ctypes.c_void_p),
         ("path", ctypes.c_char_p),
-        # the last field: sz = sizeof(_Config) tells the library it is here
         ("near", ctypes.c_void_p),
+        # the fields last added: sz = sizeof(_Config) tells the library
+        # they are here
+        ("code_range", ctypes.c_size_t),
     ]
 
 
@@ -355,7 +357,7 @@ class Pool:
     def __init__(self, backend: Union[str, int] = "auto", pack_size: int = 0,
                  limit: int = 0, flags: int = 0,
                  path: Optional[Union[str, bytes, "os.PathLike[str]"]] = None,
-                 near: "NearAddress" = None) -> None:
+                 near: "NearAddress" = None, code_range: int = 0) -> None:
         """Create a pool (ep_pool_create()).
 
         near places every pack of the pool within 2 GiB (less the pack
@@ -364,13 +366,20 @@ class Pool:
         pointer (libc.abs, a CFUNCTYPE callback), a c_void_p, or a
         JitFunction; None (or 0) places packs anywhere.  When nothing that
         near can be mapped, Pool() or alloc() raises
-        OSError(EADDRNOTAVAIL); the kmod backend raises OSError(EOPNOTSUPP)."""
+        OSError(EADDRNOTAVAIL); the kmod backend raises OSError(EOPNOTSUPP).
+
+        code_range, a size in bytes (0: none), reserves one range of address
+        space that holds every pack and large allocation of the pool, so
+        that any two of them are less than code_range apart (a call rel32
+        reaches from one to any other for up to 2 GiB).  A full range makes
+        alloc() raise OSError(ENOMEM); less than one pack raises
+        OSError(EINVAL)."""
         self._handle: Optional[int] = None
         # exec address -> _Allocation of what this pool handed out and
         # is still referenced: free() and close() mark them dead
         self._live: "weakref.WeakValueDictionary[int, _Allocation]" = \
             weakref.WeakValueDictionary()
-        cfg = _config(backend, pack_size, limit, flags, path, near)
+        cfg = _config(backend, pack_size, limit, flags, path, near, code_range)
         lib = library()
         handle = ctypes.c_void_p()
         _check(lib.ep_pool_create(ctypes.byref(cfg), ctypes.byref(handle)), "ep_pool_create")
@@ -633,7 +642,7 @@ def _near_address(near: NearAddress) -> Optional[int]:
 
 def _config(backend: Union[str, int], pack_size: int, limit: int, flags: int,
             path: Optional[Union[str, bytes, "os.PathLike[str]"]],
-            near: NearAddress = None) -> _Config:
+            near: NearAddress = None, code_range: int = 0) -> _Config:
     """A struct ep_config from checked Python values (Pool() and probe())."""
     if isinstance(backend, str):
         if backend not in BACKENDS:
@@ -656,5 +665,6 @@ def _config(backend: Union[str, int], pack_size: int, limit: int, flags: int,
             raise ValueError("path contains a null byte: %r" % raw)
     cfg.path = raw
     cfg.near = _near_address(near)
+    cfg.code_range = _unsigned(code_range, _SIZE_MAX, "size_t", "code_range")
     return cfg
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Tests of Pool.shrink() (ep_shrink), Pool(near=...) (ep_config.near) and
-the flag constants (F_JITDUMP among them).
+"""Tests of Pool.shrink() (ep_shrink), Pool(near=...) (ep_config.near),
+Pool(code_range=...) (ep_config.code_range) and the flag constants (F_JITDUMP among them).
 
 Run by pytest, or as a script by tests/python-binding.sh (exit 0, 1, or 77
 when there is no executable memory here).  EXECPACK_HEADER, when set, is
@@ -226,16 +226,17 @@ class NearTest(unittest.TestCase):
                 self.assertEqual(pool.load(FORTY_TWO)(), 42)
 
     def test_config_follows_the_header(self) -> None:
-        """struct ep_config as the binding passes it: near last, and sz
-        covering it (else the library would take near as NULL)."""
+        """struct ep_config as the binding passes it: code_range last, and sz
+        covering it (else the library would take it as 0)."""
         cfg_type = execpack._core._Config
         names = [f[0] for f in cfg_type._fields_]
-        self.assertEqual(names[-1], "near")
-        self.assertEqual(cfg_type.near.offset + ctypes.sizeof(ctypes.c_void_p),
+        self.assertEqual(names[-1], "code_range")
+        self.assertEqual(cfg_type.code_range.offset + ctypes.sizeof(ctypes.c_size_t),
                          ctypes.sizeof(cfg_type))
-        cfg = execpack._core._config("memfd", 0, 0, 0, None, 0x1000)
+        cfg = execpack._core._config("memfd", 0, 0, 0, None, 0x1000, 1 << 24)
         self.assertEqual(cfg.sz, ctypes.sizeof(cfg_type))
         self.assertEqual(cfg.near, 0x1000)
+        self.assertEqual(cfg.code_range, 1 << 24)
         fields = header_config_fields()
         if fields is not None:
             self.assertEqual(names, fields)
@@ -328,6 +329,50 @@ class FlagsTest(unittest.TestCase):
                 data = f.read()
         self.assertIn(b"jitdump_forty_two\0", data)
         self.assertIn(FORTY_TWO, data)
+
+
+class CodeRangeTest(unittest.TestCase):
+    """Pool(code_range=...) (ep_config.code_range)."""
+    PACK = 64 << 10
+
+    def test_all_inside(self) -> None:
+        rng = 8 << 20
+        with execpack.Pool("memfd", pack_size=self.PACK, code_range=rng) as pool:
+            imgs = [pool.alloc(n) for n in (1, 100, 4096, 3 * self.PACK, 60 << 10) * 10]
+            lo = min(img.exec for img in imgs)
+            hi = max(img.exec + img.size for img in imgs)
+            self.assertLessEqual(hi - lo, rng)
+            self.assertGreaterEqual(pool.stats()["packs"], 5)
+            for img in imgs:
+                pool.free(img)
+
+    def test_full_range_raises_enomem(self) -> None:
+        with execpack.Pool("memfd", pack_size=self.PACK, code_range=2 * self.PACK) as pool:
+            imgs = [pool.alloc(self.PACK // 2) for _ in range(4)]
+            with self.assertRaises(OSError) as cm:
+                pool.alloc(self.PACK // 2)
+            self.assertEqual(cm.exception.errno, errno.ENOMEM)
+            pool.free(imgs[0])
+            pool.alloc(self.PACK // 2)  # the space freed is used again
+
+    def test_smaller_than_a_pack(self) -> None:
+        with self.assertRaises(OSError) as cm:
+            execpack.Pool("memfd", pack_size=self.PACK, code_range=self.PACK - 4096)
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        rc, why = execpack.probe("memfd", pack_size=self.PACK, code_range=4096)
+        self.assertEqual(rc, -errno.EINVAL)
+        self.assertIn("code range", why)
+        with self.assertRaises(ValueError):
+            execpack.Pool(code_range=-1)
+
+    def test_with_near(self) -> None:
+        fn, target = libc_abs()
+        with execpack.Pool("memfd", pack_size=self.PACK, near=fn,
+                           code_range=16 << 20) as pool:
+            for n in (1, 2 * self.PACK, 100):
+                img = pool.alloc(n)
+                self.assertLess(abs(img.exec - target), REACH)
+                self.assertLess(abs(img.exec + img.size - 1 - target), REACH)
 
 
 def main() -> int:
