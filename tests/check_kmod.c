@@ -283,7 +283,7 @@ START_TEST(test_api_code_range)
 	int n = 0, rc;
 
 	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
-	while (n < 8 && (fn[n] = tu_jit_ret(pool, pack / 2 - 64, (uint32_t)n, &rc))) {
+	while (n < 8 && (fn[n] = tu_jit_ret(pool, pack / 2, (uint32_t)n, &rc))) {
 		lo = (uintptr_t)fn[n] < lo ? (uintptr_t)fn[n] : lo;
 		hi = (uintptr_t)fn[n] + pack / 2 > hi ? (uintptr_t)fn[n] + pack / 2 : hi;
 		n++;
@@ -299,7 +299,7 @@ START_TEST(test_api_code_range)
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(ep_free(pool, fn[i]), 0);
 	for (int i = 0; i < 4; i++) {
-		fn[i] = tu_jit_ret(pool, pack / 2 - 64, (uint32_t)i, &rc);
+		fn[i] = tu_jit_ret(pool, pack / 2, (uint32_t)i, &rc);
 		ck_assert_msg(fn[i], "again %d: %s", i, ep_strerror(rc));
 		ck_assert_uint_ge((uintptr_t)fn[i], lo);
 		ck_assert_uint_le((uintptr_t)fn[i] + pack / 2, hi);
