@@ -26,6 +26,9 @@
  *                      pack pinned (remote.c)             (no lock)
  *   FREEING -> NONE    ep__st_gone(): the owner gives the chunks back
  *                      (remote.c's drain)                 (heap lock)
+ *   BUSY -> REC, PLAIN ep__remote_reset(): in a child that ran no fork
+ *                      handler, for a holder that vanished at the fork
+ *                      (every lock the child's, no other thread running)
  * (ep__st_resize() changes the length only, of a REC or BUSY allocation,
  * with the heap's lock.)  There is no other: a claim is never undone, as
  * the lock-free free's remaining steps cannot fail (remote.c).

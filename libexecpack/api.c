@@ -2,7 +2,9 @@
 /*
  * api.c - the public calls on pools: creating and destroying a pool, which
  * heap serves a call (the caller's own for ep_alloc(), the owner of the
- * address for the others), and the statistics.
+ * address for the others), and the statistics.  Every call that may take a
+ * lock of the library first runs the fork check (fork.h): it may be the
+ * first call of a child made without fork handlers.
  */
 #include "config.h"
 
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config-open.h"
 #include "fork.h"
 #include "heap.h"
 #include "pack.h"
@@ -53,6 +56,9 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	 * threads read it, never write it) */
 	int vg = RUNNING_ON_VALGRIND ? 1 : 0;
 
+	/* (a child made without fork handlers: its first call, this one
+	 * included, resets what a vanished thread held; fork.c) */
+	ep__fork_check();
 	if (__atomic_load_n(&ep__valgrind, __ATOMIC_RELAXED) != vg)
 		__atomic_store_n(&ep__valgrind, vg, __ATOMIC_RELAXED);
 	if (!out)
@@ -93,6 +99,7 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 {
 	if (!pool)
 		return;
+	ep__fork_check();
 	ep__fork_untrack_pool(pool);
 	/* the first heap last: it closes the backend the others share */
 	for (struct ep__heap *h = pool->heaps, *n; h; h = n) {
@@ -257,6 +264,13 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 		out->large_allocs = out->live_allocs; /* (both bound what was alive) */
 	out->large_bytes = lbytes_in > lbytes_out ? (size_t)(lbytes_in - lbytes_out) : 0;
 	return 0;
+}
+
+EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg, char *why,
+			    size_t whylen)
+{
+	ep__fork_check(); /* (it may take the library's locks: as any call) */
+	return ep__backend_probe(backend, cfg, why, whylen);
 }
 
 EP_API const char *ep_pool_backend(const struct ep_pool *pool)

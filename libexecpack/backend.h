@@ -28,6 +28,8 @@ struct ep__region {
 	unsigned char sealed; /* pool: exec view mseal()ed (EP_F_SEAL) */
 	unsigned char guards; /* EP_GUARD_* of this region: its alias under the
 			       * library's key, its exec view PROT_BTI (guard.h) */
+	unsigned char pack;   /* pool: a pack's (struct ep__pack's r), whose
+			       * free chunks a late copy refills (region.c) */
 };
 
 struct ep__backend_ops {

@@ -11,5 +11,8 @@
 /* On success h->ops and h->be are open and *cfg holds the checked copy. */
 int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
 		    struct ep__heap *h);
+/* ep_backend_probe()'s work (api.c makes the call). */
+int ep__backend_probe(enum ep_backend backend, const struct ep_config *cfg_in, char *why,
+		      size_t whylen);
 
 #endif /* EP_CONFIG_OPEN_H */

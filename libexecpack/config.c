@@ -209,8 +209,8 @@ int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_confi
 }
 
 
-EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg_in,
-			    char *why, size_t whylen)
+int ep__backend_probe(enum ep_backend backend, const struct ep_config *cfg_in, char *why,
+		      size_t whylen)
 {
 	struct ep_config cfg;
 	struct ep__heap probe;

@@ -203,7 +203,10 @@ static void atfork_child(void)
 		ep__lock_reset(&p->lock);
 	ep__lock_setup();
 	ep__diag_fork_child();
+	/* (the parent waits: its pages are as the maps say) */
+	ep__copy_prompt = g_fork_pipe[1] >= 0;
 	child_take_over();
+	ep__copy_prompt = 0;
 	if (g_fork_pipe[1] >= 0)
 		tell_parent(CHILD_DONE);
 	close_pipe();

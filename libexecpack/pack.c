@@ -54,6 +54,7 @@ static void pack_publish(struct ep__pack *p, const struct ep__region *r)
 	p->r.handle = r->handle;
 	p->r.sealed = r->sealed;
 	p->r.guards = r->guards;
+	p->r.pack = 1;
 	__atomic_store_n(&p->r.gen, r->gen, __ATOMIC_RELAXED);
 	__atomic_store_n(&p->r.exec, r->exec, __ATOMIC_RELEASE);
 }
@@ -202,8 +203,10 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 			ep__fits_set(h, slot, (uint32_t)p->free_chunks); /* still a bound */
 			continue;
 		}
-		if (p->r.sealed && p->r.gen != gen) {
-			/* inherited across fork and sealed: frozen for good */
+		if (p->r.gen != gen && ep__own_region_slow(h, &p->r)) {
+			/* inherited across fork, and no copy of its own can be
+			 * made (sealed, say): its free chunks may hold what the
+			 * other process writes there, so none is handed out */
 			ep__fits_set(h, slot, 0);
 			continue;
 		}

@@ -26,6 +26,10 @@ static inline void ep__code_changed(void *addr, size_t len)
 		VALGRIND_DISCARD_TRANSLATIONS(addr, len);
 }
 
+/* 1 while a child of fork() makes its copies inside the fork, its parent
+ * waiting (fork.c): the pages are then as the maps say.  Any other copy is
+ * made later, and a pack's free chunks are refilled after it. */
+extern int ep__copy_prompt;
 int ep__own_region_slow(struct ep__heap *h, struct ep__region *r);
 /* Before a change to a region: in a child whose copy of it is not made
  * yet, make it (never in the process that created the region). */

@@ -55,6 +55,7 @@
 #include "lock.h"
 #include "lookup.h"
 #include "pack.h"
+#include "records.h"
 #include "region.h"
 #include "remote.h"
 #include "thread.h"
@@ -209,15 +210,38 @@ void ep__remote_ungate(struct ep__heap *h)
 	__atomic_store_n(&h->remote_gated, 0, __ATOMIC_RELEASE);
 }
 
-/* A child that ran no fork handler: a free that a vanished thread had under
- * way holds no gate and no pin here (its claim stays: those chunks are not
- * reused in this process). */
+/* A holder of the heap's lock that vanished at the fork left p's allocation
+ * at c BUSY: it is live again, with the state its record says (a free from
+ * another thread would wait for that holder for ever). */
+static void unbusy(struct ep__heap *h, struct ep__pack *p, size_t c)
+{
+	bool rec = ep__hash_find(h, (uintptr_t)p->r.exec + c * CHUNK) != NULL;
+
+	__atomic_store_n(&p->state[c], ep__st_with(p->state[c], rec ? EP__ST_REC : EP__ST_PLAIN),
+			 __ATOMIC_RELAXED);
+}
+
+/*
+ * A child that ran no fork handler, before any other of its threads calls
+ * (fork.c): a free that a vanished thread had under way holds no gate and
+ * no pin here (its claim stays: those chunks are not reused in this
+ * process, and hold traps: region.c), and no step of a vanished lock
+ * holder keeps an allocation BUSY.
+ */
 void ep__remote_reset(struct ep__heap *h)
 {
 	h->remote_inflight = 0;
 	h->remote_gated = 0;
-	for (struct ep__pack *p = h->head; p; p = p->next)
+	for (struct ep__pack *p = h->head; p; p = p->next) {
 		p->pins = 0;
+		for (size_t w = 0; w < EP__BITMAP_WORDS(p->nchunks); w++)
+			for (uint64_t st = p->start[w]; st; st &= st - 1) {
+				size_t c = w * 64 + (size_t)__builtin_ctzll(st);
+
+				if ((p->state[c] & EP__ST_MASK) == EP__ST_BUSY)
+					unbusy(h, p, c);
+			}
+	}
 	for (struct ep__pack *p = h->spare_packs; p; p = p->next)
 		p->pins = 0;
 }

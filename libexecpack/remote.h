@@ -16,7 +16,7 @@ int ep__remote_free(struct ep__pack *p, void *exec);
 void ep__remote_gate(struct ep__heap *h);
 void ep__remote_ungate(struct ep__heap *h);
 /* A child that ran no fork handler (every lock its own): no free is under
- * way. */
+ * way, no allocation BUSY. */
 void ep__remote_reset(struct ep__heap *h);
 /* Give back what other threads freed; with the heap's lock. */
 void ep__remote_drain(struct ep__heap *h);

@@ -6,6 +6,9 @@
  * running the code it had, and each can go on allocating, writing (ep_write
  * on live code included) and freeing, in packs and large allocations alike.
  * Processes synchronise with pipes; all code is real `mov eax, imm32; ret`.
+ * Children made without fork()'s handlers (syscall(SYS_fork)): their first
+ * call returns whatever a thread of the parent held at the fork, and their
+ * free chunks hold traps whatever the parent wrote there since.
  */
 #include "config.h"
 
@@ -13,6 +16,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -683,6 +687,270 @@ START_TEST(test_fork_beside_raw_children)
 }
 END_TEST
 
+/* ---- children made without fork()'s handlers ----------------------------- */
+
+static pid_t raw_fork(void)
+{
+#ifdef SYS_fork
+	return (pid_t)syscall(SYS_fork);
+#else
+	return (pid_t)syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
+#endif
+}
+
+/* Under Valgrind a raw fork is not what it is natively (and the child's
+ * mark page may not be wiped): nothing to learn there. */
+static bool raw_fork_skipped(void)
+{
+	if (!RUNNING_ON_VALGRIND)
+		return false;
+	printf("SKIP: a raw fork under Valgrind\n");
+	return true;
+}
+
+/*
+ * A thread parked in its thread-exit walk: it holds the list of every
+ * heap and waits for its own heap's lock, which another thread holds inside
+ * the pool's fill function (refilling a named program it frees).
+ */
+static struct {
+	struct ep_pool *pool;
+	void *f;
+	int armed; /* the next fill parks */
+	int free_rc;
+	sem_t named, in_fill, go, exit_now;
+} g_pk;
+
+static void sem_take(sem_t *s)
+{
+	while (sem_wait(s) && errno == EINTR)
+		;
+}
+
+static void parking_fill(void *dst, size_t len, void *ctx)
+{
+	(void)ctx;
+	TU_FILL(dst, len, NULL);
+	if (__atomic_exchange_n(&g_pk.armed, 0, __ATOMIC_ACQ_REL)) {
+		sem_post(&g_pk.in_fill);
+		sem_take(&g_pk.go);
+	}
+}
+
+static void *exiter_main(void *arg)
+{
+	void *f = NULL;
+
+	(void)arg;
+	if (rel_jit(g_pk.pool, 64, 0x71, &f) == 0 && ep_set_name(g_pk.pool, f, "parked") == 0)
+		g_pk.f = f; /* (named: a free from another thread takes the lock) */
+	sem_post(&g_pk.named);
+	sem_take(&g_pk.exit_now);
+	return NULL; /* its exit walk waits for its heap's lock */
+}
+
+static void *freer_main(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&g_pk.armed, 1, __ATOMIC_RELEASE);
+	g_pk.free_rc = ep_free(g_pk.pool, g_pk.f);
+	return NULL;
+}
+
+/*
+ * A child made by syscall(SYS_fork) while another thread of the parent is
+ * parked in its thread-exit walk: its first call is ep_pool_create() (_i 0)
+ * or ep_pool_destroy() (_i 1), and it must return.
+ */
+START_TEST(test_raw_child_first_call_during_exit_walk)
+{
+	static const char *const call[] = { "ep_pool_create()", "ep_pool_destroy()" };
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .fill = parking_fill };
+	pthread_t te, tf;
+
+	if (raw_fork_skipped())
+		return;
+	memset(&g_pk, 0, sizeof(g_pk));
+	sem_init(&g_pk.named, 0, 0);
+	sem_init(&g_pk.in_fill, 0, 0);
+	sem_init(&g_pk.go, 0, 0);
+	sem_init(&g_pk.exit_now, 0, 0);
+	int rc = ep_pool_create(&cfg, &g_pk.pool);
+
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	ck_assert_int_eq(pthread_create(&te, NULL, exiter_main, NULL), 0);
+	sem_take(&g_pk.named);
+	ck_assert_msg(g_pk.f != NULL, "the exiting thread's program");
+	ck_assert_int_eq(pthread_create(&tf, NULL, freer_main, NULL), 0);
+	sem_take(&g_pk.in_fill); /* the freer holds the exiter's heap lock */
+	sem_post(&g_pk.exit_now);
+	/* the exiter cannot finish its exit while that lock is held: still
+	 * not joinable after a while, it is parked in its walk */
+	struct timespec nap = { 0, 300 * 1000 * 1000 };
+
+	nanosleep(&nap, NULL);
+	ck_assert_msg(pthread_tryjoin_np(te, NULL) != 0, "the exiting thread was not held");
+
+	pid_t pid = raw_fork();
+
+	if (pid == 0) {
+		signal(SIGALRM, SIG_DFL);
+		alarm(10);
+		if (_i == 0) {
+			struct ep_pool *p2 = NULL;
+			int crc = ep_pool_create(NULL, &p2);
+
+			if (crc == 0)
+				ep_pool_destroy(p2);
+			_exit(crc ? 2 : 0);
+		}
+		ep_pool_destroy(g_pk.pool);
+		_exit(0);
+	}
+	ck_assert_int_ge(pid, 0);
+	int st = rel_wait(pid);
+
+	sem_post(&g_pk.go);
+	pthread_join(tf, NULL);
+	pthread_join(te, NULL);
+	ck_assert_int_eq(g_pk.free_rc, 0);
+	ck_assert_msg(st == 0, "a raw child's first call, %s: status %d%s", call[_i], st,
+		      st == 128 + SIGALRM ? " (hung: killed by its alarm)" : "");
+	ep_pool_destroy(g_pk.pool);
+}
+END_TEST
+
+/* The owner's own free of a finalized program, parked in the refill (the
+ * program BUSY under its heap's lock). */
+static void *busy_freer_main(void *arg)
+{
+	void *f = NULL;
+
+	(void)arg;
+	if (rel_jit(g_pk.pool, 64, 0x72, &f) == 0)
+		g_pk.f = f;
+	sem_post(&g_pk.named);
+	if (!f)
+		return NULL;
+	__atomic_store_n(&g_pk.armed, 1, __ATOMIC_RELEASE);
+	g_pk.free_rc = ep_free(g_pk.pool, f);
+	return NULL;
+}
+
+/*
+ * A raw child made while another thread's call held a program BUSY (its own
+ * free, parked in the fill): the child frees that program from its thread
+ * (without the heap's lock), which must not wait for the vanished call.
+ */
+START_TEST(test_raw_child_frees_what_a_vanished_call_held)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .fill = parking_fill };
+	pthread_t t;
+
+	if (raw_fork_skipped())
+		return;
+	memset(&g_pk, 0, sizeof(g_pk));
+	sem_init(&g_pk.named, 0, 0);
+	sem_init(&g_pk.in_fill, 0, 0);
+	sem_init(&g_pk.go, 0, 0);
+	int rc = ep_pool_create(&cfg, &g_pk.pool);
+
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	ck_assert_int_eq(pthread_create(&t, NULL, busy_freer_main, NULL), 0);
+	sem_take(&g_pk.named);
+	ck_assert_msg(g_pk.f != NULL, "the other thread's program");
+	sem_take(&g_pk.in_fill);
+
+	pid_t pid = raw_fork();
+
+	if (pid == 0) {
+		signal(SIGALRM, SIG_DFL);
+		alarm(10);
+		_exit(ep_free(g_pk.pool, g_pk.f) == 0 ? 0 : 2);
+	}
+	ck_assert_int_ge(pid, 0);
+	int st = rel_wait(pid);
+
+	sem_post(&g_pk.go);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(g_pk.free_rc, 0);
+	ck_assert_msg(st == 0, "the raw child's free of a program a vanished call held: status %d%s",
+		      st, st == 128 + SIGALRM ? " (hung: killed by its alarm)" : "");
+	ep_pool_destroy(g_pk.pool);
+}
+END_TEST
+
+/*
+ * A raw child's free chunks hold traps: the parent writes code after the
+ * fork into a chunk that is free in the child's view, then the child's
+ * ep_alloc() gets that chunk (first fit), which must hold the trap fill,
+ * not the parent's code.  memfd (_i 0), hugetlb (1), kmod (2).
+ */
+START_TEST(test_raw_child_free_chunks_trap)
+{
+	static const enum ep_backend raw_backends[] = { EP_BACKEND_MEMFD, EP_BACKEND_HUGETLB,
+							EP_BACKEND_KMOD };
+	static const char *const names[] = { "memfd", "hugetlb", "kmod" };
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = raw_backends[_i] };
+	struct ep_pool *pool = NULL;
+
+	if (raw_fork_skipped())
+		return;
+	int rc = ep_pool_create(&cfg, &pool);
+
+	if (rc) {
+		printf("SKIP: %s: %s\n", names[_i], ep_strerror(rc));
+		return;
+	}
+	void *a = jit(pool, 64, 0x11);
+	int p2c[2], c2p[2];
+
+	make_pipes(p2c, c2p);
+	pid_t pid = raw_fork();
+
+	if (pid == 0) {
+		void *b = NULL;
+		struct ep_image img;
+		static unsigned char trap[64] __attribute__((aligned(64)));
+
+		signal(SIGALRM, SIG_DFL);
+		alarm(10);
+		CHILD_CHECK(read(p2c[PIPE_R], &b, sizeof(b)) == (ssize_t)sizeof(b), "no word");
+		CHILD_OK(ep_alloc(pool, 64, &img));
+		/* (memfd's copy is always made; elsewhere a pack whose copy
+		 * failed hands out nothing, and this one is in a new pack) */
+		CHILD_CHECK(img.exec == b || _i != 0,
+			    "the child's allocation %p is not the chunk %p the parent wrote",
+			    img.exec, b);
+		TU_FILL(trap, sizeof(trap), NULL);
+		CHILD_CHECK(memcmp(img.exec, trap, sizeof(trap)) == 0,
+			    "%s: the child's new allocation %p holds %02x %02x %02x %02x "
+			    "(the parent's code), not traps",
+			    names[_i], img.exec, ((unsigned char *)img.exec)[0],
+			    ((unsigned char *)img.exec)[1], ((unsigned char *)img.exec)[2],
+			    ((unsigned char *)img.exec)[3]);
+		CHILD_EXPECT_CALL(a, 0x11);
+		_exit(0);
+	}
+	ck_assert_int_ge(pid, 0);
+	void *b = jit(pool, 64, 0x5a5a); /* after the fork, into a chunk free there */
+
+	ck_assert_int_eq((int)write(p2c[PIPE_W], &b, sizeof(b)), (int)sizeof(b));
+	expect_child_ok(pid);
+	expect_call(a, 0x11);
+	expect_call(b, 0x5a5a);
+	ck_assert_int_eq(ep_free(pool, a), 0);
+	ck_assert_int_eq(ep_free(pool, b), 0);
+	for (int i = 0; i < 2; i++) {
+		close(p2c[i]);
+		close(c2p[i]);
+	}
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 static Suite *fork_suite(void)
 {
 	Suite *s = suite_create("fork");
@@ -702,6 +970,14 @@ static Suite *fork_suite(void)
 	tcase_add_test(tt, test_child_of_threads_inherits_unreachable_block);
 	tcase_add_loop_test(tt, test_fork_beside_raw_children, 0, NBACKENDS);
 	suite_add_tcase(s, tt);
+
+	TCase *tr = tcase_create("raw");
+
+	tcase_set_timeout(tr, 60);
+	tcase_add_loop_test(tr, test_raw_child_first_call_during_exit_walk, 0, 2);
+	tcase_add_test(tr, test_raw_child_frees_what_a_vanished_call_held);
+	tcase_add_loop_test(tr, test_raw_child_free_chunks_trap, 0, 3);
+	suite_add_tcase(s, tr);
 	return s;
 }
 
