@@ -78,8 +78,12 @@ EP_API void ep_fill_riscv_ebreak(void *dst, size_t len, void *ctx);
 #define EP_F_JITDUMP   (1u << 3) /* write perf's jitdump, jit-<pid>.dump, for named code */
 #define EP_F_NO_PKEY   (1u << 4) /* no protection key on the writable alias (ep_pool_guards(3)) */
 #define EP_F_BTI       (1u << 5) /* arm64: map code PROT_BTI; indirect branches must land on BTI */
+/* The staging buffer outlives ep_finalize(): the allocation keeps one
+ * private copy at a fixed address, every patch window of it opens there
+ * (the same rw - exec offset as at ep_alloc()), and ep_lookup() maps it. */
+#define EP_F_KEEP_STAGING (1u << 6)
 #define EP_F_ALL       (EP_F_RANDOMIZE | EP_F_SEAL | EP_F_PERFMAP | EP_F_JITDUMP | EP_F_NO_PKEY | \
-			EP_F_BTI)
+			EP_F_BTI | EP_F_KEEP_STAGING)
 
 struct ep_config {
 	size_t sz;              /* sizeof(struct ep_config), for ABI growth */
@@ -172,6 +176,34 @@ EP_API int ep_free(struct ep_pool *pool, void *exec);
 EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size);
 
 EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out);
+
+/* ---- patching published code (ep_patch_begin(3)) ---- */
+
+/*
+ * Open a private writable copy of [exec, exec+len) of a live, finalized
+ * allocation: *rw holds the live bytes, rw == exec (mod 64).  The caller
+ * runs its emitter over it (linking against exec addresses).  One window
+ * per allocation: -EBUSY if one is open.  -EINVAL before ep_finalize()
+ * (write the staging buffer then), for a range not inside one live
+ * allocation, len 0.
+ */
+EP_API int ep_patch_begin(struct ep_pool *pool, void *exec, size_t len, void **rw);
+/*
+ * Write the bytes of the window that differ from what begin copied: each
+ * aligned word as ep_write() does (a thread running the code sees the old
+ * or the new instruction, never a torn one), icache synced on every core,
+ * then the window is closed.  exec: as given to begin.
+ */
+EP_API int ep_patch_commit(struct ep_pool *pool, void *exec);
+/* Close the window without writing anything. */
+EP_API int ep_patch_abort(struct ep_pool *pool, void *exec);
+
+/* ---- from an address to its allocation (ep_lookup(3)) ---- */
+
+/* ep_info.flags */
+#define EP_INFO_FINALIZED (1u << 0) /* ep_finalize() done: the code is live */
+#define EP_INFO_LARGE     (1u << 1) /* a large allocation (its own mapping) */
+#define EP_INFO_NAMED     (1u << 2) /* named (ep_set_name()): name is set */
 
 /* "memfd", "hugetlb" or "kmod"; NULL for a NULL pool. */
 EP_API const char *ep_pool_backend(const struct ep_pool *pool);
@@ -270,6 +302,31 @@ EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset)
  * the number of frames written or -errno.
  */
 EP_API int ep_backtrace(int fd);
+
+/* What ep_lookup() says of an allocation. */
+struct ep_info {
+	struct ep_pool *pool;
+	void *exec;       /* the allocation's image.exec */
+	size_t size;      /* its usable bytes from exec (what ep_shrink() left) */
+	void *rw;         /* before ep_finalize(): its staging buffer (rw for exec); else NULL */
+	void *patch_exec; /* an open patch window (or the kept staging of
+			     EP_F_KEEP_STAGING): its first exec byte, buffer,
+			     length; NULL/0 when none */
+	void *patch_rw;
+	size_t patch_len;
+	unsigned flags;   /* EP_INFO_* */
+	char name[EP_NAME_MAX + 1]; /* "" when unnamed */
+	void *reserved[4];
+};
+
+/*
+ * The live allocation holding addr: an executable address in it, or an
+ * address in its staging buffer or open patch window.  Any pool.  0,
+ * -ENOENT (in no live allocation), -EINVAL (out NULL).  Async-signal-safe
+ * and lock-free for executable addresses (ep_lookup(3) says which fields
+ * such a call fills).
+ */
+EP_API int ep_lookup(const void *addr, struct ep_info *out);
 
 /* Text for a negative errno returned by this library; never NULL. */
 EP_API const char *ep_strerror(int err);

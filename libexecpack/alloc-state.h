@@ -18,8 +18,9 @@
  *   PLAIN -> BUSY      ep__st_enter(): any call, one CAS  (heap lock)
  *   REC, BUSY -> REC, PLAIN
  *                      ep__st_leave(): the call is done; REC -> PLAIN is
- *                      ep_finalize() dropping the record, BUSY -> REC a
- *                      call giving it one                 (heap lock)
+ *                      ep_finalize() or the end of a patch window
+ *                      dropping the record, BUSY -> REC a call giving
+ *                      it one (a name, a window)          (heap lock)
  *   REC, BUSY -> NONE  ep__st_gone(): a free, its chunks given back
  *                      first                              (heap lock)
  *   PLAIN -> FREEING   ep__st_claim_free(): a lock-free free, one CAS, the
@@ -53,6 +54,21 @@
  *     (PLAIN only) never leaves a record behind.
  * Large allocations have no state byte: every call on them takes the heap's
  * lock, and their record is their life.
+ *
+ * A patch window (patch.c) is one more state of a finalized allocation's
+ * life, made of the transitions above: REC with a->patch->win set.
+ *   ep_patch_begin:  ep__st_enter() (PLAIN -> BUSY, or REC), a record,
+ *                    the window opened, ep__st_leave() to REC (heap lock)
+ *   commit, abort:   ep__st_enter() (REC), the window closed (commit's
+ *                    words written first), ep__st_leave() to REC, or to
+ *                    PLAIN if nothing else keeps the record (heap lock)
+ *   free:            the window closed, then ep__st_gone() (heap lock)
+ * Being REC, an allocation with a window is never claimed by a lock-free
+ * free: that free takes the lock, so no chunk under a window is refilled
+ * or given back while it is open; ep_shrink() refuses a cut into it.
+ * ep_lookup() (info.c) reads these bytes without the lock: the first
+ * chunk of the allocation holding a chunk is the nearest one at or before
+ * it whose byte is not NONE.
  *
  * A byte other than NONE is only ever on an allocation's first chunk, so
  * a live state says that an allocation starts there.  The byte's top five

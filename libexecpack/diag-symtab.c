@@ -151,21 +151,40 @@ static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out
 	return 0;
 }
 
-EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset)
+/* The named range holding addr: 1 with its start and its name (NUL
+ * terminated in EP_NAME_MAX + 1 bytes), 0 if none.  No locks, no calls:
+ * ep_symbolize() and ep_lookup() (info.c). */
+int ep__symtab_find(uintptr_t addr, uintptr_t *lo, char *name_out)
 {
-	uintptr_t a = (uintptr_t)addr, lo = 0;
 	uint64_t name[NAME_WORDS];
 	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
 
 	for (size_t i = 0; i < high; i++) {
 		const struct sym_slot *s = slot_at(i);
 
-		if (!s || !slot_read(s, a, &lo, name))
+		if (!s || !slot_read(s, addr, lo, name))
 			continue;
 		const char *n = (const char *)name;
 		size_t nl = 0;
 
-		while (nl < sizeof(name) && n[nl])
+		while (nl < sizeof(name) - 1 && n[nl])
+			nl++;
+		memcpy(name_out, n, nl);
+		name_out[nl] = 0;
+		return 1;
+	}
+	return 0;
+}
+
+EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset)
+{
+	uintptr_t a = (uintptr_t)addr, lo = 0;
+	char n[EP_NAME_MAX + 1];
+
+	if (ep__symtab_find(a, &lo, n)) {
+		size_t nl = 0;
+
+		while (n[nl])
 			nl++;
 		if (offset)
 			*offset = (size_t)(a - lo);

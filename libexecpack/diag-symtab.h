@@ -16,6 +16,9 @@ size_t ep__symtab_get(void);
 void ep__symtab_put(size_t slot);
 /* Publish [lo, hi) with name in a slot (NULL: empty it). */
 void ep__symtab_set(size_t slot, uintptr_t lo, uintptr_t hi, const char *name);
+/* The named range holding addr: 1, its start and its name (EP_NAME_MAX +
+ * 1 bytes, NUL terminated); 0 if none.  Lock-free, async-signal-safe. */
+int ep__symtab_find(uintptr_t addr, uintptr_t *lo, char *name);
 /* Under Valgrind, at exit: the ranges are no pointers to the leak scan. */
 void ep__symtab_hide(void);
 

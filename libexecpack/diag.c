@@ -29,6 +29,7 @@
 #include "diag-gdbjit.h"
 #include "diag-perfmap.h"
 #include "diag-symtab.h"
+#include "info.h"
 #include "diag-unwind.h"
 #include "diag-valgrind.h"
 #include "diag.h"
@@ -358,6 +359,7 @@ __attribute__((destructor)) static void diag_at_exit(void)
 	}
 	ep__symtab_hide();
 	pthread_mutex_unlock(&g_lock);
+	ep__info_hide(); /* info.c: ep_lookup()'s entries */
 }
 
 /* fork(): fork.c's handlers take diag's lock with the heaps' (after them:

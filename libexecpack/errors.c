@@ -34,10 +34,10 @@ EP_API const char *ep_strerror(int err)
 	case -EACCES: return "Permission denied (executable memory refused: vm.memfd_noexec, noexec mount, or security policy)";
 	case -ENOSPC: return "No space (no free huge pages, or the device's byte limit)";
 	case -ENODEV: return "No such device (backend not available on this system)";
-	case -ENOENT: return "No such file or directory (device node or mount missing)";
+	case -ENOENT: return "No such file or directory (device node or mount missing; ep_lookup: an address in no live allocation)";
 	case -ENOSYS: return "Function not implemented by this kernel";
 	case -EOPNOTSUPP: return "Operation not supported by this backend or kernel";
-	case -EBUSY: return "Busy (the device is in use)";
+	case -EBUSY: return "Busy (the device is in use, or a patch window is open on the allocation)";
 	case -EDEADLK: return "Resource deadlock avoided (a fill callback called back into the library)";
 	case -EFAULT: return "Bad address";
 	case -E2BIG: return "Argument too large (config struct from a newer library with non-zero new fields)";

@@ -22,6 +22,7 @@
 #include "limit.h"
 #include "lookup.h"
 #include "pack.h"
+#include "patch.h"
 #include "ranges.h"
 #include "records.h"
 #include "region.h"
@@ -75,6 +76,7 @@ static void alloc_forget(struct ep__heap *h, struct ep__alloc *a, bool unmapped)
 	ep__uncharge(h, a->reserved);
 	ep__tally(&h->tally.frees, 1);
 	if (!a->norec) {
+		ep__patch_forget(h, a); /* patch.c: its window, kept staging */
 		ep__hash_remove(h, a);
 		ep__stage_put(h, a->staging, a->stash_class);
 		ep__rec_put(h, a);
@@ -191,6 +193,7 @@ void ep__heap_destroy(struct ep__heap *h)
 		for (struct ep__alloc *a = h->hash[i], *n; a; a = n) {
 			n = a->hnext;
 			ep__diag_forget(&a->diag); /* diag.c: name, libunwind */
+			ep__patch_forget(h, a);
 			if (!a->pack) {
 				ep__route_clear((uintptr_t)a->large.exec, a->large.size);
 				ep__region_drop(h, &a->large);
@@ -220,6 +223,7 @@ void ep__heap_destroy(struct ep__heap *h)
 		n = a->hnext;
 		free(a);
 	}
+	ep__patch_heap_gone(h);   /* patch.c: windows of freed code */
 	ep__diag_pool_destroy(h); /* diag.c: the pool's memcheck mempool */
 	if (!h->shares_backend)
 		h->ops->close(h->be);
@@ -296,14 +300,16 @@ int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 			ep__region_drop(h, &a->large);
 			goto fail;
 		}
-		if ((rc = ep__region_seal(h, &a->large)) ||
+		a->key = (uintptr_t)a->large.exec;
+		a->reserved = reserved;
+		if ((rc = ep__region_seal(h, &a->large)) || (rc = ep__patch_large(h, a)) ||
 		    (rc = ep__route_set((uintptr_t)a->large.exec, a->large.size, h))) {
+			ep__patch_forget(h, a);
 			ep__region_drop(h, &a->large);
 			ep__uncharge(h, reserved);
 			goto fail;
 		}
 		a->large.gen = ep__fork_generation();
-		a->key = (uintptr_t)a->large.exec;
 		ep__range_insert(h, &a->large, NULL, a);
 		ep__tally(&h->tally.large_in, 1);
 		ep__tally(&h->tally.lbytes_in, a->large.size);
@@ -332,6 +338,8 @@ int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 	}
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
+	if (large)
+		ep__patch_changed(h, a); /* (its entry has exec now) */
 	ep__hash_insert(h, a);
 	ep__tally(&h->tally.allocs, 1);
 
@@ -438,7 +446,9 @@ int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec)
 	struct ep__pack *p = a->pack;
 	size_t c = a->chunk;
 
-	rc = ep__own_region(h, ep__alloc_region(a));
+	rc = ep__patch_finalizing(h, a); /* patch.c: what EP_F_KEEP_STAGING keeps */
+	if (!rc)
+		rc = ep__own_region(h, ep__alloc_region(a));
 	if (!rc)
 		rc = copy_in(h, a);
 	if (rc) {
@@ -446,8 +456,7 @@ int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec)
 		alloc_leave(p, c, true);
 		goto out;
 	}
-	ep__stage_put(h, a->staging, a->stash_class);
-	a->staging = NULL;
+	ep__patch_finalized(h, a); /* the staging buffer given back or kept */
 	alloc_leave(p, c, ep__rec_settle(h, a));
 out:
 	ep__unlock(&h->lock);
@@ -536,8 +545,8 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 				a->key + a->reserved - (uintptr_t)a->exec, size, h->flags);
 		goto out;
 	}
-	if ((rc = alloc_enter(a)))
-		goto out;
+	if ((rc = ep__patch_shrink_check(a, keep)) || (rc = alloc_enter(a)))
+		goto out; /* (a window open past keep: -EBUSY) */
 	size_t cut = a->reserved - keep;
 	struct ep__region *r = ep__alloc_region(a);
 
@@ -559,6 +568,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 		ep__st_resize(a->pack, a->chunk, keep / CHUNK);
 	}
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
+	ep__patch_changed(h, a);
 	ep__uncharge(h, cut);
 	alloc_leave(a->pack, a->chunk, !a->norec);
 out:

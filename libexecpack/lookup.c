@@ -43,6 +43,8 @@ struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, size_t n, struc
 	v->stash_class = -1;
 	v->norec = 1;
 	v->diag = NULL;
+	v->patch = NULL;
+	v->info = 0;
 	return v;
 }
 /* The live allocation whose handed-out bytes contain addr, or NULL; *v may

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "info.h"
 #include "records.h"
 
 int ep__hash_grow(struct ep__heap *h)
@@ -140,8 +141,14 @@ bool ep__rec_settle(struct ep__heap *h, struct ep__alloc *a)
 {
 	if (a->norec)
 		return false;
-	if (!a->pack || a->staging || a->diag || a->offset)
+	if (!a->pack || a->staging || a->diag || a->offset || a->patch) {
+		/* info.c: finalized code with a record, for ep_lookup() (no
+		 * entry without memory: it is then reported not finalized) */
+		if (a->pack && !a->staging)
+			(void)ep__info_update(h, a);
 		return true;
+	}
+	ep__info_drop(a);
 	ep__hash_remove(h, a);
 	ep__rec_put(h, a);
 	return false;

@@ -353,7 +353,7 @@ else
 		check "execpack.__version__ is the package's version ($pyver)" test "$pyver" = "$version"
 		# from $work: the source tree is not on the path, the venv's copy is tested
 		venv_ok=1
-		for t in test_execpack test_api test_shrink_near; do
+		for t in test_execpack test_api test_shrink_near test_patch; do
 			(cd "$work" && EXECPACK_LIBRARY=$libdir/libexecpack.so.0 \
 				EXECPACK_HEADER=$src/include/execpack.h PYTHONDONTWRITEBYTECODE=1 \
 				"$venv/bin/python" "$src/python/tests/$t.py") >"$work/venv-$t.log" 2>&1

@@ -1260,6 +1260,153 @@ START_TEST(test_code_range)
 }
 END_TEST
 
+/* 14. Patch windows racing frees, by the owner and by another thread
+ * (which takes a plain allocation without the lock, but not one with a
+ * window), and lookups: a commit never writes chunks that were given back
+ * (the free chunks hold traps at every step), a window never outlives its
+ * allocation (no record of a freed one), and a commit that succeeded on
+ * code that stays is there. */
+static void s14_owner(int id)
+{
+	g_pub[0] = jit(200, 1);
+	g_pub[1] = jit(64, 1);
+	g_pub[2] = jit(128, 1);
+	g_rc[id][0] = do_free(g_pub[1]);
+}
+
+static int patch_fill(unsigned char *x, size_t off, size_t len, unsigned char v)
+{
+	void *rw;
+	int rc = ep_patch_begin(g_pool, x + off, len, &rw);
+
+	if (rc)
+		return rc;
+	memset(rw, v, len);
+	return ep_patch_commit(g_pool, x + off);
+}
+
+static void s14_patcher(int id)
+{
+	for (int i = 0; i < 3; i++)
+		g_rc[id][i] = patch_fill(await(i), 8, 48, 0x22);
+}
+
+static void s14_freer(int id)
+{
+	struct ep_info in;
+	unsigned char *x = await(0);
+	int rc = ep_lookup(x + 70, &in);
+
+	if (rc == 0 && (in.exec != x || in.size != 256))
+		il_fail("lookup of a live program: exec %p size %zu", in.exec, in.size);
+	else if (rc && rc != -ENOENT)
+		il_fail("lookup: %d", rc);
+	g_rc[id][0] = do_free(x);
+}
+
+static void s14(unsigned long seed)
+{
+	void (*fns[])(int) = { s14_owner, s14_patcher, s14_freer };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	if (g_rc[0][0] || g_rc[2][0])
+		il_fail("frees: %d %d", g_rc[0][0], g_rc[2][0]);
+	for (int i = 0; i < 2; i++)
+		if (g_rc[1][i] && g_rc[1][i] != -EINVAL)
+			il_fail("patch %d of a program being freed: %d", i, g_rc[1][i]);
+	if (g_rc[1][2])
+		il_fail("patch of a program that stays: %d", g_rc[1][2]);
+	for (int b = 8; b < 56; b++)
+		if (g_pub[2][b] != 0x22)
+			il_fail("byte %d of the patched program is %#x", b, g_pub[2][b]);
+	pool_end();
+}
+
+START_TEST(test_patch_vs_free)
+{
+	each_seed("s14", s14, 90, 1);
+}
+END_TEST
+
+/* 15. A window racing a write, a shrink, a name and a second begin on one
+ * program: each acts before or after the window; a second window on it is
+ * refused (-EBUSY) while one is open; the write's bytes, which the window
+ * does not change, survive its commit; a shrink into an open window is
+ * refused (-EBUSY), and a window past a shrunk end (-EINVAL). */
+static void s15_owner(int id)
+{
+	g_pub[0] = jit(300, 1);
+	g_rc[id][0] = patch_fill(g_pub[0], 64, 16, 0x33);
+}
+
+static void s15_writer(int id)
+{
+	unsigned char *x = await(0);
+
+	g_rc[id][0] = ep_write(g_pool, x + 100, "\x44\x44\x44\x44", 4);
+	g_rc[id][1] = ep_shrink(g_pool, x, 200);
+	if (g_rc[id][1] == 0 && model_find(x) >= 0)
+		g_model[model_find(x)].size = 256;
+}
+
+static void s15_other(int id)
+{
+	unsigned char *x = await(0);
+	void *rw;
+
+	g_rc[id][0] = ep_patch_begin(g_pool, x + 200, 80, &rw);
+	if (g_rc[id][0] == 0) {
+		memset(rw, 0x55, 80);
+		g_rc[id][1] = ep_patch_commit(g_pool, x + 200);
+	}
+	g_rc[id][2] = ep_set_name(g_pool, x, "s15");
+}
+
+static void s15(unsigned long seed)
+{
+	void (*fns[])(int) = { s15_owner, s15_writer, s15_other };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	unsigned char *x = g_pub[0];
+
+	if (g_rc[0][0] && g_rc[0][0] != -EBUSY)
+		il_fail("the owner's window: %d", g_rc[0][0]);
+	/* (-EINVAL: the shrink came first and cut its range off) */
+	if (g_rc[2][0] && g_rc[2][0] != -EBUSY && !(g_rc[2][0] == -EINVAL && !g_rc[1][1]))
+		il_fail("the other window: %d (shrink %d)", g_rc[2][0], g_rc[1][1]);
+	if (g_rc[0][0] && g_rc[2][0] == -EBUSY)
+		il_fail("both windows refused as busy");
+	if (g_rc[1][0] || g_rc[2][1] || g_rc[2][2])
+		il_fail("write %d, commit %d, name %d", g_rc[1][0], g_rc[2][1], g_rc[2][2]);
+	if (g_rc[1][1] && g_rc[1][1] != -EBUSY)
+		il_fail("shrink: %d", g_rc[1][1]);
+	for (int b = 100; b < 104; b++)
+		if (x[b] != 0x44)
+			il_fail("byte %d that ep_write() wrote is %#x after the commit", b, x[b]);
+	for (int b = 64; !g_rc[0][0] && b < 80; b++)
+		if (x[b] != 0x33)
+			il_fail("byte %d of the committed window is %#x", b, x[b]);
+	for (int b = 200; !g_rc[2][0] && b < (g_rc[1][1] ? 280 : 256); b++)
+		if (x[b] != 0x55)
+			il_fail("byte %d of the other committed window is %#x", b, x[b]);
+	char name[8];
+	size_t off;
+
+	if (ep_symbolize(x + 10, name, sizeof(name), &off) || strcmp(name, "s15"))
+		il_fail("the name is lost");
+	pool_end();
+}
+
+START_TEST(test_patch_vs_write_shrink_name)
+{
+	each_seed("s15", s15, 90, 1);
+}
+END_TEST
+
 /* A fork child of a schedule: whatever the library's own child handler
  * does must end, or the child is stopped (this handler runs first). */
 static void child_alarm(void)
@@ -1300,6 +1447,8 @@ int main(void)
 	tcase_add_test(tc, test_shrink_finalize_vs_free);
 	tcase_add_test(tc, test_stale_free_vs_pack_reuse);
 	tcase_add_test(tc, test_code_range);
+	tcase_add_test(tc, test_patch_vs_free);
+	tcase_add_test(tc, test_patch_vs_write_shrink_name);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

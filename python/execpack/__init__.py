@@ -85,6 +85,16 @@ writes the calling thread's backtrace; probe("kmod") says whether a backend
 works here and why not; pool.reasons says why AUTO passed over the others;
 pool.guards which of the hardware's guards protect the code (GUARD_PKEY,
 GUARD_BTI) and why the others do not (F_NO_PKEY, F_BTI choose them).
+Patching published code.  pool.patch(f, offset, length) opens a patch
+window (ep_patch_begin(3)): window.buffer holds the live bytes, to
+rewrite; window.commit() writes the words that changed, each in one store
+(a thread running the code sees old or new instructions), abort() writes
+nothing; as a context manager it commits when the block ends and aborts
+when it raises.  One window per allocation (OSError(EBUSY)); finalized
+code only.  F_KEEP_STAGING keeps the staging buffer for the windows.
+lookup(address) gives the Info (exec, size, name...) of the live
+allocation of any pool that holds an address, or None.
+
 ep_config.fill is not offered: a fill must never fail, and Python code can
 (fill_x86_int3() is the library's own fill, for buffers of the caller).
 """
@@ -93,6 +103,7 @@ from ._core import (BACKENDS, CHUNK_SIZE, F_BTI, F_JITDUMP, F_NO_PKEY, F_PERFMAP
                     F_SEAL, GUARD_BTI, GUARD_PKEY, NAME_MAX, UNWIND_DWARF_FP, UNWIND_DWARF_SP, UNWIND_NAME, Image, JitFunction,
                     Pool, library, strerror, version)
 from ._diag import backtrace, fill_x86_int3, probe, symbolize
+from ._patch import F_KEEP_STAGING, INFO_FINALIZED, INFO_LARGE, INFO_NAMED, Info, Window, lookup
 
 # The version of this package, which is that of the libexecpack sources it
 # comes from (include/execpack.h; the tests check that they agree).
@@ -100,6 +111,7 @@ from ._diag import backtrace, fill_x86_int3, probe, symbolize
 __version__ = "0.1.0"
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
-           "probe", "symbolize", "backtrace", "fill_x86_int3",
+           "probe", "symbolize", "backtrace", "fill_x86_int3", "lookup", "Info", "Window",
+           "F_KEEP_STAGING", "INFO_FINALIZED", "INFO_LARGE", "INFO_NAMED",
            "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
            "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP", "__version__"]

@@ -9,8 +9,11 @@ import errno
 import operator
 import os
 import weakref
-from typing import (Any, Callable, Dict, Generic, Iterable, List, Optional,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional,
                     SupportsIndex, Tuple, Type, TypeVar, Union, overload)
+
+if TYPE_CHECKING:
+    from ._patch import Window
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
@@ -608,6 +611,13 @@ class Pool:
         if len(raw) > NAME_MAX:
             raise ValueError("name is %d bytes, more than NAME_MAX (%d)" % (len(raw), NAME_MAX))
         _check(library().ep_set_name(h, addr, raw), "ep_set_name")
+
+    def patch(self, target: Union["JitFunction[Any]", Image, int], offset: int = 0,
+              length: Optional[int] = None) -> "Window":
+        """ep_patch_begin(): a patch window on finalized code (execpack.Window:
+        commit() or abort(); a context manager that commits)."""
+        from ._patch import Window
+        return Window(self, target, offset, length)
 
     def set_unwind(self, target: Union["JitFunction[Any]", Image, int], kind: int,
                    prologue: int = 0, frame: int = 0) -> None:

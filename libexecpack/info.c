@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * info.c - ep_lookup(): from an address to the live allocation holding it.
+ *
+ * For an executable address nothing here takes a lock or allocates, so a
+ * crash handler may call it: the route (route.h) names the heap and the
+ * pack, the pack's state bytes (alloc-state.h) the allocation's first chunk
+ * and, with the maps read as a sequence lock's reader, its extent; the
+ * names table (diag-symtab.c) its name; and the entries below what no
+ * state byte keeps: a large allocation's extent, a patch window or kept
+ * staging, and exec for those.
+ *
+ * The entries: slots in segments that are allocated on demand and never
+ * freed, each a sequence lock (odd while its one writer, which holds the
+ * allocation's heap lock, changes it).  A reader copies a slot and keeps
+ * the copy if the sequence was even and the same before and after; a slot
+ * that stays odd (its writer interrupted by the very handler that reads) is
+ * passed over after a bounded number of tries.  Free slots are kept on a
+ * stack under a mutex that is only taken with a heap lock held, so fork(),
+ * which takes every heap lock first, never finds it held.
+ *
+ * A staging buffer's address (before ep_finalize()) is looked up under the
+ * heap locks, record by record: staging buffers change on every ep_alloc()
+ * and ep_finalize(), which publish nothing for this rarer call.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc-state.h"
+#include "diag-symtab.h"
+#include "diag.h"
+#include "fork.h"
+#include "info.h"
+#include "lock.h"
+#include "pack.h"
+#include "patch.h"
+#include "route.h"
+
+#define SEG0 64
+#define NSEG 24
+
+struct info_slot {
+	unsigned long seq; /* odd while the writer changes the slot */
+	struct ep__info_entry e; /* e.hi == 0: empty (every field an atomic word) */
+};
+
+static struct info_slot *g_seg[NSEG]; /* atomic, each set once */
+static size_t g_high;                  /* atomic: slots [0, g_high) may be in use */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* g_free, g_high's growth */
+static size_t *g_free, g_nfree, g_capfree;
+
+static struct info_slot *slot_at(size_t i)
+{
+	size_t q = i / SEG0 + 1;
+	unsigned k = (unsigned)(63 - __builtin_clzl(q));
+	struct info_slot *seg = __atomic_load_n(&g_seg[k], __ATOMIC_ACQUIRE);
+
+	return seg ? &seg[i - (size_t)SEG0 * (((size_t)1 << k) - 1)] : NULL;
+}
+
+int ep__info_claim(struct ep__alloc *a)
+{
+	if (a->info)
+		return 0;
+	int rc = 0;
+
+	ep__mutex_lock(&g_lock);
+	if (g_nfree) {
+		a->info = g_free[--g_nfree] + 1;
+		goto out;
+	}
+	if (g_nfree == 0 && g_capfree == 0) {
+		g_free = malloc(64 * sizeof(*g_free));
+		if (!g_free) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		g_capfree = 64;
+	}
+	size_t i = __atomic_load_n(&g_high, __ATOMIC_RELAXED), q = i / SEG0 + 1;
+	unsigned k = (unsigned)(63 - __builtin_clzl(q));
+
+	if (k >= NSEG) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (!__atomic_load_n(&g_seg[k], __ATOMIC_RELAXED)) {
+		struct info_slot *seg = calloc((size_t)SEG0 << k, sizeof(*seg));
+
+		if (!seg) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		__atomic_store_n(&g_seg[k], seg, __ATOMIC_RELEASE);
+	}
+	/* every slot claimed may be given back: room on the stack for it now,
+	 * so that a drop never fails */
+	if (i + 1 > g_capfree) {
+		size_t *nf = realloc(g_free, g_capfree * 2 * sizeof(*nf));
+
+		if (!nf) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		g_free = nf;
+		g_capfree *= 2;
+	}
+	EP_YIELD("info high");
+	__atomic_store_n(&g_high, i + 1, __ATOMIC_RELEASE);
+	a->info = i + 1;
+out:
+	ep__mutex_unlock(&g_lock);
+	return rc;
+}
+
+static void slot_write(struct info_slot *s, const struct ep__info_entry *e)
+{
+	static const struct ep__info_entry none;
+	unsigned long q = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+
+	if (!e)
+		e = &none;
+	EP_YIELD("info write");
+	__atomic_store_n(&s->seq, q + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&s->e.lo, e->lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.exec, e->exec, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.plo, e->plo, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.prw, e->prw, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.plen, e->plen, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.flags, e->flags, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.pool, e->pool, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.hi, e->hi, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seq, q + 2, __ATOMIC_RELEASE);
+}
+
+int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
+{
+	const struct ep__patch *w = a->patch;
+
+	/* (a pack allocation staged, or finalized with no record: its state
+	 * byte says all there is) */
+	if (a->pack && !w && (a->staging || a->norec)) {
+		ep__info_drop(a);
+		return 0;
+	}
+	int rc = ep__info_claim(a);
+
+	if (rc)
+		return rc;
+	struct ep__info_entry e = {
+		.lo = a->key,
+		.hi = a->key + a->reserved,
+		.exec = (uintptr_t)a->exec,
+		.flags = (a->pack ? 0 : EP__INFO_LARGE) | (a->staging ? 0 : EP__INFO_FINALIZED),
+		.pool = h->root,
+	};
+
+	if (w && w->kept) {
+		/* the whole kept copy: it maps exec at one fixed offset */
+		e.plo = (uintptr_t)a->exec;
+		e.prw = (uintptr_t)w->kept + a->offset;
+		e.plen = e.hi - e.plo;
+	} else if (w && w->win) {
+		e.plo = w->win;
+		e.prw = (uintptr_t)w->win_rw;
+		e.plen = w->win_len;
+	}
+	slot_write(slot_at(a->info - 1), &e);
+	return 0;
+}
+
+void ep__info_drop(struct ep__alloc *a)
+{
+	if (!a->info)
+		return;
+	slot_write(slot_at(a->info - 1), NULL);
+	ep__mutex_lock(&g_lock);
+	g_free[g_nfree++] = a->info - 1; /* (room was made at the claim) */
+	ep__mutex_unlock(&g_lock);
+	a->info = 0;
+}
+
+void ep__info_hide(void)
+{
+	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
+
+	for (size_t i = 0; i < high; i++) {
+		struct info_slot *s = slot_at(i);
+
+		if (s)
+			ep__diag_hide_word(&s->e, sizeof(s->e));
+	}
+}
+
+/* A consistent copy of slot s into *e: true, or false when it stayed odd. */
+static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		unsigned long q = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+
+		if (q & 1)
+			continue;
+		e->lo = __atomic_load_n(&s->e.lo, __ATOMIC_RELAXED);
+		e->hi = __atomic_load_n(&s->e.hi, __ATOMIC_RELAXED);
+		e->exec = __atomic_load_n(&s->e.exec, __ATOMIC_RELAXED);
+		e->plo = __atomic_load_n(&s->e.plo, __ATOMIC_RELAXED);
+		e->prw = __atomic_load_n(&s->e.prw, __ATOMIC_RELAXED);
+		e->plen = __atomic_load_n(&s->e.plen, __ATOMIC_RELAXED);
+		e->flags = __atomic_load_n(&s->e.flags, __ATOMIC_RELAXED);
+		e->pool = __atomic_load_n(&s->e.pool, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) == q)
+			return true;
+	}
+	return false;
+}
+
+/* The entry whose exec range (by_rw: patch buffer) holds addr. */
+static bool entry_find(uintptr_t addr, bool by_rw, struct ep__info_entry *e)
+{
+	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
+
+	EP_YIELD("info find");
+	for (size_t i = 0; i < high; i++) {
+		const struct info_slot *s = slot_at(i);
+
+		if (!s || !slot_read(s, e) || !e->hi)
+			continue;
+		if (by_rw ? e->plen && addr - e->prw < e->plen : addr >= e->lo && addr < e->hi)
+			return true;
+	}
+	return false;
+}
+
+/* The end (chunk) of the allocation at chunk pos, from maps the owner may
+ * be changing: a sequence lock's reader that gives up after a while (a
+ * handler may have interrupted the owner), keeping its last scan. */
+static size_t end_unlocked(const struct ep__pack *p, size_t pos, size_t nchunks)
+{
+	size_t e = nchunks;
+
+	for (int tries = 0; tries < 1000; tries++) {
+		unsigned s = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+
+		e = nchunks;
+		for (size_t i = pos + 1; i < nchunks; i = (i / 64 + 1) * 64) {
+			size_t w = i / 64;
+			uint64_t stop = (__atomic_load_n(&p->start[w], __ATOMIC_RELAXED) |
+					 ~__atomic_load_n(&p->used[w], __ATOMIC_RELAXED)) &
+					(~(uint64_t)0 << (i % 64));
+
+			if (stop) {
+				e = w * 64 + (size_t)__builtin_ctzll(stop);
+				e = e < nchunks ? e : nchunks;
+				break;
+			}
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(s & 1) && __atomic_load_n(&p->seq, __ATOMIC_RELAXED) == s)
+			break;
+	}
+	return e;
+}
+
+static void copy_name(struct ep_info *out, const char *name)
+{
+	size_t n = 0;
+
+	while (name[n] && n < EP_NAME_MAX) {
+		out->name[n] = name[n];
+		n++;
+	}
+	out->name[n] = 0;
+	out->flags |= EP_INFO_NAMED;
+}
+
+/* The executable address addr of pool memory: no locks. */
+static int lookup_exec(uintptr_t addr, struct ep_info *out)
+{
+	void *v = ep__route_get(addr);
+
+	if (!v)
+		return -ENOENT;
+	struct ep__pack *p;
+	struct ep__heap *h = ep__route_heap(v, &p);
+	struct ep__info_entry e;
+	bool have = entry_find(addr, false, &e);
+	uintptr_t lo, hi;
+	char name[EP_NAME_MAX + 1];
+	uintptr_t nlo;
+
+	out->pool = h->root;
+	if (!p) {
+		if (!have || !(e.flags & EP__INFO_LARGE))
+			return -ENOENT;
+		lo = e.lo;
+		hi = e.hi;
+		out->flags |= EP_INFO_LARGE;
+	} else {
+		uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE);
+		size_t nch = __atomic_load_n(&p->nchunks, __ATOMIC_ACQUIRE);
+
+		if (!base || addr < base || (addr - base) / CHUNK >= nch)
+			return -ENOENT;
+		size_t c = (addr - base) / CHUNK, s = c;
+		unsigned char b;
+
+		/* the allocation's first chunk: the nearest state byte before
+		 * that is not NONE (a live byte is on a first chunk only) */
+		EP_YIELD("lookup state");
+		while (!((b = ep__st_byte(p, s)) & EP__ST_MASK)) {
+			if (s == 0)
+				return -ENOENT;
+			s--;
+		}
+		unsigned st = b & EP__ST_MASK;
+
+		if (st == EP__ST_FREEING)
+			return -ENOENT;
+		size_t n = ep__st_len(b) ? ep__st_len(b) : end_unlocked(p, s, nch) - s;
+
+		if (c >= s + n)
+			return -ENOENT; /* a free chunk after it */
+		EP_YIELD("lookup check");
+		/* the same allocation still (or one just like it) */
+		if (ep__st_byte(p, s) != b ||
+		    (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE) != base)
+			return -ENOENT;
+		lo = base + s * CHUNK;
+		hi = lo + n * CHUNK;
+		if (st != EP__ST_REC)
+			out->flags |= EP_INFO_FINALIZED; /* no record: finalized */
+		if (have && (e.lo != lo || e.hi > hi))
+			have = false; /* an older allocation's entry */
+	}
+	out->exec = (void *)lo;
+	if (have) {
+		out->exec = (void *)e.exec;
+		if (e.flags & EP__INFO_FINALIZED)
+			out->flags |= EP_INFO_FINALIZED;
+		if (e.plen) {
+			out->patch_exec = (void *)e.plo;
+			out->patch_rw = (void *)e.prw;
+			out->patch_len = e.plen;
+		}
+	}
+	/* the name, and with it exec where the record alone knows it (an
+	 * offset of EP_F_RANDOMIZE: within the first chunk) */
+	bool named = ep__symtab_find(addr, &nlo, name);
+
+	for (uintptr_t x = lo; !named && x < lo + CHUNK && x < hi; x += 16)
+		named = x != addr && ep__symtab_find(x, &nlo, name);
+	if (named && nlo >= lo && nlo < hi) {
+		copy_name(out, name);
+		out->exec = (void *)nlo;
+	}
+	if (addr < (uintptr_t)out->exec)
+		return -ENOENT; /* in the slack before a randomized exec */
+	out->size = hi - (uintptr_t)out->exec;
+	return 0;
+}
+
+struct stage_find {
+	uintptr_t addr;
+	struct ep_info *out;
+	int found;
+};
+
+/* In h's records, under its lock: the staging buffer holding f->addr. */
+static void stage_in_heap(struct ep__heap *h, void *arg)
+{
+	struct stage_find *f = arg;
+
+	if (f->found)
+		return;
+	ep__lock(&h->lock);
+	for (size_t i = 0; i <= h->hash_mask && !f->found; i++) {
+		for (const struct ep__alloc *a = h->hash[i]; a; a = a->hnext) {
+			if (!a->staging || f->addr - (uintptr_t)a->staging >= a->reserved)
+				continue;
+			struct ep_info *out = f->out;
+
+			out->pool = h->root;
+			out->exec = a->exec;
+			out->size = a->key + a->reserved - (uintptr_t)a->exec;
+			out->rw = a->staging + a->offset;
+			out->flags = a->pack ? 0 : EP_INFO_LARGE;
+			f->found = 1;
+			break;
+		}
+	}
+	ep__unlock(&h->lock);
+}
+
+EP_API int ep_lookup(const void *addr, struct ep_info *out)
+{
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+
+	uintptr_t x = (uintptr_t)addr;
+	int rc = lookup_exec(x, out);
+	struct ep__info_entry e;
+
+	if (rc != -ENOENT || !x)
+		return rc;
+	memset(out, 0, sizeof(*out));
+	/* a patch window or kept staging: the allocation of its exec twin */
+	if (entry_find(x, true, &e)) {
+		rc = lookup_exec(e.plo + (x - e.prw), out);
+		if (rc != -ENOENT)
+			return rc;
+		memset(out, 0, sizeof(*out));
+	}
+	struct stage_find f = { x, out, 0 };
+
+	ep__each_heap(stage_in_heap, &f);
+	if (!f.found)
+		return -ENOENT;
+	uintptr_t nlo;
+	char name[EP_NAME_MAX + 1];
+
+	if (ep__symtab_find((uintptr_t)out->exec, &nlo, name) && nlo == (uintptr_t)out->exec)
+		copy_name(out, name);
+	return 0;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * info.h - what ep_lookup() reads without locks besides the route and the
+ * state bytes: a process-wide table of the allocations whose extent or
+ * buffers no state byte keeps (large allocations, patch windows, kept
+ * staging), and ep_lookup() itself (info.c).
+ */
+#ifndef EP_INFO_H
+#define EP_INFO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "types.h"
+
+/* What an entry says (ep__info_set()'s flags). */
+#define EP__INFO_LARGE 1u     /* the allocation is large */
+#define EP__INFO_FINALIZED 2u /* its code is live */
+
+/*
+ * An entry describes one allocation: its executable bytes [lo, hi), its
+ * exec, and its patch buffer: exec bytes [plo, plo + plen) map to
+ * [prw, prw + plen) (plen 0: none).  The writer of an entry holds the
+ * allocation's heap lock, so fork() (which takes every heap lock) never
+ * copies a half-written one.
+ */
+struct ep__info_entry {
+	uintptr_t lo, hi, exec;
+	uintptr_t plo, prw;
+	size_t plen;
+	unsigned flags;
+	struct ep_pool *pool;
+};
+
+/* An entry for a (a->info set): 0 or -ENOMEM.  Heap lock held. */
+int ep__info_claim(struct ep__alloc *a);
+/* Make a's entry again from a (claiming one if needed): a large one, one
+ * with a window or kept staging (patch.h), or a finalized pack allocation
+ * with a record has one; others none.  0 or -ENOMEM.  Heap lock held. */
+int ep__info_update(struct ep__heap *h, struct ep__alloc *a);
+/* Forget a's entry, if any.  Heap lock held. */
+void ep__info_drop(struct ep__alloc *a);
+
+/* Under Valgrind, at exit: the entries' addresses are no pointers to the
+ * leak scan (a lost allocation must be reported lost). */
+void ep__info_hide(void);
+
+#endif /* EP_INFO_H */

@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * check_lookup.c - ep_lookup(): executable addresses (any byte of plain,
+ * named, staged, shrunk, large and randomized allocations, of any pool),
+ * staging buffers, patch windows and kept staging; addresses in no
+ * allocation; a crash handler that names the faulting JIT code from its
+ * SIGSEGV (and SIGTRAP) handler; lookups racing frees on other threads.
+ */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "execpack.h"
+#include "testutil.h"
+
+static struct ep_pool *make_pool(unsigned flags, size_t pack_size)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .flags = flags, .pack_size = pack_size };
+	struct ep_pool *p = NULL;
+	int rc = ep_pool_create(&cfg, &p);
+
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	return p;
+}
+
+static void *publish(struct ep_pool *p, size_t size, const char *name)
+{
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(p, size, &img), 0);
+	tu_emit_sized(img.rw, size, 5);
+	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+	if (name)
+		ck_assert_int_eq(ep_set_name(p, img.exec, name), 0);
+	return img.exec;
+}
+
+/* Every byte of [exec, exec+size) looks up to exactly that allocation. */
+static void assert_whole(struct ep_pool *p, void *exec, size_t size, unsigned flags,
+			 const char *name)
+{
+	struct ep_info in;
+
+	for (size_t off = 0; off < size; off += off < 256 ? 1 : 61) {
+		int rc = ep_lookup((char *)exec + off, &in);
+
+		ck_assert_msg(rc == 0, "+%zu: %s", off, ep_strerror(rc));
+		ck_assert_ptr_eq(in.pool, p);
+		ck_assert_ptr_eq(in.exec, exec);
+		ck_assert_uint_eq(in.size, size);
+		ck_assert_uint_eq(in.flags, flags);
+		ck_assert_str_eq(in.name, name ? name : "");
+		ck_assert_ptr_null(in.rw);
+	}
+}
+
+START_TEST(test_exec_addresses)
+{
+	struct ep_pool *p = make_pool(0, 0), *q = make_pool(0, 64 * 1024);
+	void *plain = publish(p, 100, NULL), *named = publish(p, 3000, "jit_named");
+	void *other = publish(q, 64, "in_q"), *large = publish(q, 200 * 1024, NULL);
+	void *shrunk = publish(p, 1000, NULL);
+	struct ep_info in;
+
+	assert_whole(p, plain, 128, EP_INFO_FINALIZED, NULL);
+	assert_whole(p, named, 3008, EP_INFO_FINALIZED | EP_INFO_NAMED, "jit_named");
+	assert_whole(q, other, 64, EP_INFO_FINALIZED | EP_INFO_NAMED, "in_q");
+	assert_whole(q, large, 200 * 1024, /* (a multiple of the page size) */
+		     EP_INFO_FINALIZED | EP_INFO_LARGE, NULL);
+	ck_assert_int_eq(ep_shrink(p, shrunk, 100), 0);
+	assert_whole(p, shrunk, 128, EP_INFO_FINALIZED, NULL);
+	/* past the shrunk end, past an end, in no pool */
+	ck_assert_int_eq(ep_lookup((char *)shrunk + 128, &in), -ENOENT);
+	ck_assert_int_eq(ep_lookup(&in, &in), -ENOENT);
+	ck_assert_int_eq(ep_lookup(NULL, &in), -ENOENT);
+	ck_assert_int_eq(ep_lookup((void *)test_exec_addresses, &in), -ENOENT);
+	ck_assert_int_eq(ep_lookup(plain, NULL), -EINVAL);
+	/* freed: gone */
+	ck_assert_int_eq(ep_free(p, plain), 0);
+	ck_assert_int_eq(ep_lookup(plain, &in), -ENOENT);
+	ck_assert_int_eq(ep_lookup((char *)plain + 127, &in), -ENOENT);
+	ck_assert_int_eq(ep_free(q, large), 0);
+	ck_assert_int_eq(ep_lookup(large, &in), -ENOENT);
+	ep_pool_destroy(q);
+	ck_assert_int_eq(ep_lookup(other, &in), -ENOENT);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* Before ep_finalize(): the staging buffer maps to the allocation, and
+ * the executable address says it is not finalized. */
+START_TEST(test_staging)
+{
+	struct ep_pool *p = make_pool(0, 0);
+	struct ep_image img, big;
+	struct ep_info in;
+
+	ck_assert_int_eq(ep_alloc(p, 500, &img), 0);
+	ck_assert_int_eq(ep_alloc(p, 4 << 20, &big), 0);
+	for (size_t off = 0; off < img.size; off += 37) {
+		ck_assert_int_eq(ep_lookup((char *)img.rw + off, &in), 0);
+		ck_assert_ptr_eq(in.pool, p);
+		ck_assert_ptr_eq(in.exec, img.exec);
+		ck_assert_ptr_eq(in.rw, img.rw);
+		ck_assert_uint_eq(in.size, img.size);
+		ck_assert_uint_eq(in.flags, 0);
+	}
+	ck_assert_int_eq(ep_lookup((char *)big.rw + (3 << 20), &in), 0);
+	ck_assert_ptr_eq(in.exec, big.exec);
+	ck_assert_ptr_eq(in.rw, big.rw);
+	ck_assert_uint_eq(in.flags, EP_INFO_LARGE);
+	ck_assert_int_eq(ep_lookup((char *)img.exec + 10, &in), 0);
+	ck_assert_ptr_eq(in.exec, img.exec);
+	ck_assert_uint_eq(in.flags & EP_INFO_FINALIZED, 0);
+	ck_assert_int_eq(ep_set_name(p, img.exec, "staged"), 0);
+	ck_assert_int_eq(ep_lookup(img.rw, &in), 0);
+	ck_assert_str_eq(in.name, "staged");
+	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+	ck_assert_int_eq(ep_lookup(img.rw, &in), -ENOENT); /* given back */
+	ck_assert_int_eq(ep_lookup((char *)img.exec + 10, &in), 0);
+	ck_assert_uint_eq(in.flags, EP_INFO_FINALIZED | EP_INFO_NAMED);
+	ck_assert_int_eq(ep_free(p, big.exec), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* Randomized placement: exec is known where the allocation is named or has
+ * a window (the record alone knows its offset otherwise: ep_lookup(3)). */
+START_TEST(test_randomized)
+{
+	struct ep_pool *p = make_pool(EP_F_RANDOMIZE, 0);
+
+	for (int i = 0; i < 50; i++) {
+		char name[16];
+		struct ep_info in;
+		void *rw;
+
+		snprintf(name, sizeof(name), "r%d", i);
+		void *x = publish(p, 100, name);
+		uintptr_t key = (uintptr_t)x & ~(uintptr_t)63;
+
+		ck_assert_int_eq(ep_lookup((char *)x + 99, &in), 0);
+		ck_assert_ptr_eq(in.exec, x);
+		ck_assert_uint_eq(in.size, key + 192 - (uintptr_t)x);
+		ck_assert_str_eq(in.name, name);
+		ck_assert_int_eq(ep_patch_begin(p, (char *)x + 8, 8, &rw), 0);
+		ck_assert_int_eq(ep_lookup(rw, &in), 0);
+		ck_assert_ptr_eq(in.exec, x);
+		ck_assert_ptr_eq(in.patch_exec, (char *)x + 8);
+		ck_assert_ptr_eq(in.patch_rw, rw);
+		ck_assert_uint_eq(in.patch_len, 8);
+		ck_assert_int_eq(ep_lookup((char *)rw + 8, &in), -ENOENT);
+		ck_assert_int_eq(ep_patch_abort(p, (char *)x + 8), 0);
+		ck_assert_int_eq(ep_lookup(rw, &in), -ENOENT);
+	}
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* ---- a crash handler --------------------------------------------------- */
+
+static sigjmp_buf g_jmp;
+static volatile sig_atomic_t g_rc = 1;
+static struct ep_info g_info;
+static void *volatile g_pc;
+
+static uintptr_t pc_of(const ucontext_t *uc)
+{
+#if defined(__x86_64__)
+	return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+	return (uintptr_t)uc->uc_mcontext.pc;
+#else
+	return (uintptr_t)uc->uc_mcontext.__gregs[REG_PC];
+#endif
+}
+
+static void on_fault(int sig, siginfo_t *si, void *ctx)
+{
+	(void)sig;
+	(void)si;
+	g_pc = (void *)pc_of(ctx);
+	g_rc = ep_lookup(g_pc, &g_info); /* async-signal-safe for code */
+	siglongjmp(g_jmp, 1);
+}
+
+/* A load from address 0, then "return". */
+static size_t emit_crash(unsigned char *p)
+{
+#if defined(__x86_64__)
+	static const unsigned char c[] = { 0x8b, 0x04, 0x25, 0, 0, 0, 0, 0xc3 }; /* mov eax,[0] */
+
+	memcpy(p, c, sizeof(c));
+	return sizeof(c);
+#elif defined(__aarch64__)
+	tu_put32(p, 0xd2800000u);     /* mov x0, #0 */
+	tu_put32(p + 4, 0xb9400000u); /* ldr w0, [x0] */
+	tu_put32(p + 8, 0xd65f03c0u); /* ret */
+	return 12;
+#else
+	tu_put32(p, 0x00002503u);     /* lw a0, 0(zero) */
+	tu_put32(p + 4, 0x00008067u); /* ret */
+	return 8;
+#endif
+}
+
+/* A crash handler names the JIT function that faulted: _i 0, a load from
+ * address 0 (SIGSEGV); _i 1, a run into the trap fill (SIGTRAP). */
+START_TEST(test_from_fault_handler)
+{
+	int sig = _i == 0 ? SIGSEGV : SIGTRAP;
+
+	if (sig == SIGSEGV && RUNNING_ON_VALGRIND) {
+		/* (memcheck reports the deliberate load as an error) */
+		printf("SKIP SIGSEGV under valgrind: the fault is a memcheck error\n");
+		return;
+	}
+	struct ep_pool *p = make_pool(0, 0);
+	struct ep_image img;
+	struct sigaction sa = { 0 }, old;
+
+	/* a few neighbours, so the lookup has to find the right one */
+	publish(p, 64, "before");
+	ck_assert_int_eq(ep_alloc(p, 256, &img), 0);
+	tu_fill_nops(img.rw, 128);
+	if (sig == SIGSEGV)
+		emit_crash((unsigned char *)img.rw + 128); /* (else the trap fill is there) */
+	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+	ck_assert_int_eq(ep_set_name(p, img.exec, "crashing_jit_fn"), 0);
+	publish(p, 64, "after");
+
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	g_pc = NULL;
+	ck_assert_int_eq(sigaction(sig, &sa, &old), 0);
+	if (!sigsetjmp(g_jmp, 1))
+		tu_as_fn(img.exec)();
+	sigaction(sig, &old, NULL);
+	/* (x86's INT3 reports the address after it) */
+	ck_assert((char *)g_pc >= (char *)img.exec + 128 && (char *)g_pc < (char *)img.exec + 136);
+	ck_assert_int_eq(g_rc, 0);
+	ck_assert_ptr_eq(g_info.exec, img.exec);
+	ck_assert_ptr_eq(g_info.pool, p);
+	ck_assert_uint_eq(g_info.size, 256);
+	ck_assert_str_eq(g_info.name, "crashing_jit_fn");
+	ck_assert_uint_eq(g_info.flags, EP_INFO_FINALIZED | EP_INFO_NAMED);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* ---- lookups racing frees ------------------------------------------------ */
+
+#define SLOTS 64
+
+struct race {
+	struct ep_pool *p;
+	void *live[SLOTS]; /* atomics: what the churner published */
+	volatile int stop;
+	unsigned long found, missing, rounds;
+};
+
+static void *churn(void *arg)
+{
+	struct race *r = arg;
+	unsigned seed = 1;
+
+	for (unsigned long i = 0; !r->stop; i++) {
+		size_t k = (size_t)rand_r(&seed) % SLOTS;
+		void *old = __atomic_exchange_n(&r->live[k], NULL, __ATOMIC_ACQ_REL);
+
+		if (old)
+			ck_assert_int_eq(ep_free(r->p, old), 0);
+		struct ep_image img;
+		size_t size = 64 * (1 + (size_t)rand_r(&seed) % 8);
+
+		ck_assert_int_eq(ep_alloc(r->p, size, &img), 0);
+		tu_emit_sized(img.rw, size, 1);
+		ck_assert_int_eq(ep_finalize(r->p, img.exec), 0);
+		if (i & 1)
+			ck_assert_int_eq(ep_set_name(r->p, img.exec, "churned"), 0);
+		__atomic_store_n(&r->live[k], img.exec, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+START_TEST(test_races_frees)
+{
+	struct race r = { .p = make_pool(0, 0) };
+	pthread_t t;
+	unsigned seed = 7;
+	int rounds = RUNNING_ON_VALGRIND ? 2000 : 200000;
+
+	/* made here, freed there: frees from another thread, without the lock */
+	for (int k = 0; k < SLOTS; k++)
+		r.live[k] = publish(r.p, 64 * (1 + (size_t)k % 8), k & 1 ? "churned" : NULL);
+	ck_assert_int_eq(pthread_create(&t, NULL, churn, &r), 0);
+	for (int i = 0; i < rounds; i++) {
+		void *x = __atomic_load_n(&r.live[rand_r(&seed) % SLOTS], __ATOMIC_ACQUIRE);
+		struct ep_info in;
+
+		if (!x)
+			continue;
+		size_t off = (size_t)rand_r(&seed) % 512;
+		int rc = ep_lookup((char *)x + off, &in);
+
+		/* found: a whole allocation of the pool around the address, as
+		 * it was at some moment (perhaps one made since at the place) */
+		if (rc == 0) {
+			ck_assert_ptr_eq(in.pool, r.p);
+			ck_assert((char *)in.exec <= (char *)x + off);
+			ck_assert((char *)x + off < (char *)in.exec + in.size);
+			ck_assert_uint_eq((uintptr_t)in.exec % 64, 0);
+			ck_assert(in.size >= 64 && in.size <= 512 && in.size % 64 == 0);
+			ck_assert(in.name[0] == 0 || strcmp(in.name, "churned") == 0);
+			r.found++;
+		} else {
+			ck_assert_int_eq(rc, -ENOENT);
+			r.missing++;
+		}
+	}
+	r.stop = 1;
+	pthread_join(t, NULL);
+	ck_assert_uint_gt(r.found, 0);
+	ep_pool_destroy(r.p);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("lookup");
+	TCase *tc = tcase_create("lookup");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_exec_addresses);
+	tcase_add_test(tc, test_staging);
+	tcase_add_test(tc, test_randomized);
+	tcase_add_loop_test(tc, test_from_fault_handler, 0, 2);
+	tcase_add_test(tc, test_races_frees);
+	suite_add_tcase(s, tc);
+
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
