@@ -290,13 +290,14 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 	struct ep__pack *p;
 	struct ep__heap *h = ep__route_heap(v, &p);
 	struct ep__info_entry e;
-	bool have = entry_find(addr, false, &e);
+	bool have = false;
 	uintptr_t lo, hi;
 	char name[EP_NAME_MAX + 1];
 	uintptr_t nlo;
 
 	out->pool = h->root;
 	if (!p) {
+		have = entry_find(addr, false, &e);
 		if (!have || !(e.flags & EP__INFO_LARGE))
 			return -ENOENT;
 		lo = e.lo;
@@ -334,8 +335,14 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 			return -ENOENT;
 		lo = base + s * CHUNK;
 		hi = lo + n * CHUNK;
-		if (st != EP__ST_REC)
-			out->flags |= EP_INFO_FINALIZED; /* no record: finalized */
+		if (st != EP__ST_REC) {
+			/* no record: finalized, unnamed, no window, exec at lo */
+			out->flags |= EP_INFO_FINALIZED;
+			out->exec = (void *)lo;
+			out->size = hi - lo;
+			return 0;
+		}
+		have = entry_find(addr, false, &e);
 		if (have && (e.lo != lo || e.hi > hi))
 			have = false; /* an older allocation's entry */
 	}
@@ -351,10 +358,10 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 		}
 	}
 	/* the name, and with it exec where the record alone knows it (an
-	 * offset of EP_F_RANDOMIZE: within the first chunk) */
-	bool named = ep__symtab_find(addr, &nlo, name);
+	 * offset of EP_F_RANDOMIZE, within the first chunk, of a staged one) */
+	bool named = ep__symtab_find(have ? e.exec : addr, &nlo, name);
 
-	for (uintptr_t x = lo; !named && x < lo + CHUNK && x < hi; x += 16)
+	for (uintptr_t x = lo; !named && !have && x < lo + CHUNK && x < hi; x += 16)
 		named = x != addr && ep__symtab_find(x, &nlo, name);
 	if (named && nlo >= lo && nlo < hi) {
 		copy_name(out, name);
