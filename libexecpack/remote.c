@@ -20,6 +20,9 @@
  *      the limit and counts the free in the heap's remote counts (the stats
  *      read them);
  *   5. marks it done, queues the pack on the heap's remote list, unpins.
+ * The pin also holds fork() off: the fork handler closes the heap's gate,
+ * then waits until no pack is pinned; a free that pins, then finds the gate
+ * closed, unpins and takes the lock (which fork() holds).
  * The chunks stay used until the owner, holding its lock, gives them back
  * on its next allocation (ep__remote_drain(), FREEING -> NONE): nothing can
  * be allocated over code still being refilled.  An allocation with a record
@@ -121,12 +124,11 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 		return 1;
 	int rc = 1;
 
-	EP_YIELD("remote inflight");
-	__atomic_add_fetch(&h->remote_inflight, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&h->remote_gated, __ATOMIC_SEQ_CST))
-		goto out; /* fork() under way: the lock waits for it */
+	EP_YIELD("remote pin");
 	__atomic_add_fetch(&p->pins, 1, __ATOMIC_SEQ_CST);
 	EP_YIELD("remote pinned");
+	if (__atomic_load_n(&h->remote_gated, __ATOMIC_SEQ_CST))
+		goto unpin; /* fork() under way: the lock waits for it */
 	uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_SEQ_CST);
 
 	/* (a released pack reads NULL: the lock's path finds nothing) */
@@ -152,8 +154,6 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 unpin:
 	EP_YIELD("remote unpin");
 	__atomic_sub_fetch(&p->pins, 1, __ATOMIC_SEQ_CST);
-out:
-	__atomic_sub_fetch(&h->remote_inflight, 1, __ATOMIC_RELEASE);
 	/* the heap's thread has exited: nobody would give the chunks back
 	 * soon, so this free does, under the lock */
 	if (rc == 0 && ep__heap_orphaned(h)) {
@@ -198,11 +198,23 @@ void ep__remote_drain(struct ep__heap *h)
 	}
 }
 
+/* No lock-free free is under way once every pack is unpinned: a free pins
+ * its pack, then reads the gate (seq_cst both, as the gate's store and the
+ * loads of the pins here).  With the heap's lock, so every pack struct is
+ * on one of the two lists. */
+static void wait_unpinned(struct ep__pack *p)
+{
+	for (unsigned spins = 0; __atomic_load_n(&p->pins, __ATOMIC_SEQ_CST); spins++)
+		EP_WAIT(spins, "remote gate");
+}
+
 void ep__remote_gate(struct ep__heap *h)
 {
 	__atomic_store_n(&h->remote_gated, 1, __ATOMIC_SEQ_CST);
-	for (unsigned spins = 0; __atomic_load_n(&h->remote_inflight, __ATOMIC_SEQ_CST); spins++)
-		EP_WAIT(spins, "remote gate");
+	for (struct ep__pack *p = h->head; p; p = p->next)
+		wait_unpinned(p);
+	for (struct ep__pack *p = h->spare_packs; p; p = p->next)
+		wait_unpinned(p);
 }
 
 void ep__remote_ungate(struct ep__heap *h)
@@ -230,7 +242,6 @@ static void unbusy(struct ep__heap *h, struct ep__pack *p, size_t c)
  */
 void ep__remote_reset(struct ep__heap *h)
 {
-	h->remote_inflight = 0;
 	h->remote_gated = 0;
 	for (struct ep__pack *p = h->head; p; p = p->next) {
 		p->pins = 0;

@@ -152,7 +152,6 @@ struct ep__heap {
 	char pad0[64];
 	uint64_t remote_frees, remote_used_out;
 	struct ep__pack *remote;
-	unsigned remote_inflight;
 	int remote_gated;
 	char pad1[64];
 	struct ep__pack *spare_packs; /* released, kept for reuse (next) */

@@ -768,9 +768,16 @@ START_TEST(test_raw_child_first_call_during_exit_walk)
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
 				 .fill = parking_fill };
 	pthread_t te, tf;
+	const char *san = getenv("EP_SANITIZER");
 
 	if (raw_fork_skipped())
 		return;
+	if (san && !strcmp(san, "tsan")) {
+		/* (it sees no fork: the child's reset of a mutex that a
+		 * vanished thread held reads as a race with that thread) */
+		printf("SKIP: a raw fork beside a thread in a mutex, under ThreadSanitizer\n");
+		return;
+	}
 	memset(&g_pk, 0, sizeof(g_pk));
 	sem_init(&g_pk.named, 0, 0);
 	sem_init(&g_pk.in_fill, 0, 0);
