@@ -73,6 +73,38 @@ for s in $suites libexecpack/execpack-info; do
 		missing="$missing ${s##*/}"
 	fi
 done
+
+# The Rust binding's tests (rust/), cross-built static against this
+# build's libexecpack.a with Debian's cargo and its arm64 standard library
+# (libstd-rust-dev:arm64), run in the guest as suites named rust-*.  The
+# compile-fail test needs a compiler and runs in the rust stage instead.
+# (Debian's toolchain first, as in build-aux/rust.sh)
+rpath=$PATH
+[ -x /usr/bin/cargo ] && rpath=/usr/bin:$PATH
+rsys=$(PATH=$rpath rustc --print sysroot 2>/dev/null)
+if PATH=$rpath command -v cargo >/dev/null 2>&1 &&
+	[ -d "$rsys/lib/rustlib/aarch64-unknown-linux-gnu" ]; then
+	rt=aarch64-unknown-linux-gnu
+	if (cd "$top/rust" && PATH=$rpath EXECPACK_STATIC=1 EXECPACK_LIB_DIR="$b/libexecpack/.libs" \
+		PKG_CONFIG=$host-pkg-config PKG_CONFIG_PATH="$b" CARGO_TARGET_DIR="$b/rust-target" \
+		CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=$host-gcc \
+		RUSTFLAGS="-C target-feature=+crt-static" \
+		cargo test --offline --locked --target $rt --no-run) >"$b/rust.out" 2>&1; then
+		n=0
+		for t in $(sed -n 's/^ *Executable tests\/\([a-z_]*\)\.rs (\(.*\))$/\1:\2/p' "$b/rust.out"); do
+			[ "${t%%:*}" = compile_fail ] && continue
+			$host-strip --strip-debug -o "$b/initrd-suites/rust-${t%%:*}" "${t#*:}" || exit 1
+			n=$((n + 1))
+		done
+		echo "aarch64: $n test programs of the Rust binding built"
+		[ "$n" -gt 0 ] || missing="$missing rust-tests"
+	else
+		tail -n 20 "$b/rust.out"
+		missing="$missing rust-tests"
+	fi
+else
+	echo "aarch64: the Rust binding's tests are not run: no cargo, or no arm64 standard library (libstd-rust-dev:arm64; build-aux/install-deps.sh cross)"
+fi
 echo "aarch64: built in $(($(date +%s) - t0))s"
 
 # --- the kernels -----------------------------------------------------------------

@@ -6,7 +6,8 @@
 #         rustc (default)
 #   kmod: what `make check-kmod` needs to boot a real kernel under qemu
 #   cross: cross compilers for aarch64 and riscv64, the arm64 (multiarch)
-#         pkg-config, Check and libunwind, and qemu-system-aarch64 (the
+#         pkg-config, Check, libunwind and Rust standard library, and
+#         qemu-system-aarch64 (the
 #         aarch64 stage of build-aux/run.sh; the arm64 kernels and busybox
 #         are unpacked there, not installed)
 #   all:  both, plus the optional peers and tools used by benchmarks, packaging
@@ -21,7 +22,7 @@ binutils liblzma-dev"
 # arm64 packages come through multiarch (added below when wanted).
 cross="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm
 pkgconf:arm64 check:arm64 libunwind-dev:arm64 liblzma-dev:arm64
-gcc-riscv64-linux-gnu libc6-dev-riscv64-cross qemu-user"
+gcc-riscv64-linux-gnu libc6-dev-riscv64-cross qemu-user libstd-rust-dev:arm64"
 # packaging: the Debian packages (with DKMS and pybuild), the Python
 # package's tests (pytest, a venv, mypy --strict)
 extra="libasmjit-dev debhelper devscripts lintian fakeroot dpkg-dev dkms dh-dkms

@@ -33,10 +33,9 @@ if [ -n "${EP_SANITIZER:-}" ]; then
 fi
 
 EXECPACK_LIB_DIR=$lib
-EXECPACK_INCLUDE_DIR=$top/include
 LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CARGO_TARGET_DIR=$build/rust-target
-export EXECPACK_LIB_DIR EXECPACK_INCLUDE_DIR LD_LIBRARY_PATH CARGO_TARGET_DIR
+export EXECPACK_LIB_DIR LD_LIBRARY_PATH CARGO_TARGET_DIR
 unset EXECPACK_BACKEND RUSTFLAGS
 cd "$top/rust" || exit 1
 echo "rust: $(cargo --version), $(rustc --version), library $lib"
@@ -55,6 +54,20 @@ step() { # name command...
 		failed=$((failed + 1))
 	fi
 }
+
+# the tarball carries the binding: rust/local.am names every file of it
+if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+	listed=$(tr -s ' \t\\' '\n\n\n' <"$top/rust/local.am")
+	unlisted=$(git -C "$top" ls-files rust | while read -r f; do
+		[ "$f" = rust/local.am ] || echo "$listed" | grep -qxF "$f" || echo "$f"
+	done)
+	if [ -n "$unlisted" ]; then
+		echo "FAIL: rust/local.am (EXTRA_DIST) does not name: $unlisted"
+		failed=$((failed + 1))
+	else
+		passed=$((passed + 1))
+	fi
+fi
 
 step build cargo build --offline --locked --all-targets
 # every test of every crate counts: the totals of cargo's "test result:" lines

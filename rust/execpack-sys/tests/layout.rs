@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //! The hand-written declarations against the header: every struct's size
 //! and field offsets as a C compiler lays them out, the version and the
-//! flag constants.  The header is EXECPACK_INCLUDE_DIR/execpack.h, or the
-//! source tree's include/execpack.h.
+//! flag constants.  The header is the source tree's include/execpack.h,
+//! read when the test is built (so that it runs where the tree is not, as
+//! in the aarch64 stage's guest; the C layout then says SKIP).
 use std::mem::{size_of, MaybeUninit};
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,16 +11,14 @@ use std::ptr::addr_of;
 
 use execpack_sys::*;
 
+const HEADER: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/execpack.h"));
+
 fn include_dir() -> PathBuf {
-    match std::env::var_os("EXECPACK_INCLUDE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../include"),
-    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../include")
 }
 
 fn header() -> String {
-    let p = include_dir().join("execpack.h");
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {}", p.display(), e))
+    HEADER.to_string()
 }
 
 fn define(h: &str, name: &str) -> String {
@@ -102,8 +101,15 @@ fn structs_match_the_c_compilers_layout() {
     }
     c += "\treturn 0;\n}\n";
 
+    if !include_dir().join("execpack.h").exists() {
+        println!("SKIP: {} is not here: layout not compared", include_dir().display());
+        return;
+    }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("layout");
-    std::fs::create_dir_all(&dir).unwrap();
+    if std::fs::create_dir_all(&dir).is_err() {
+        println!("SKIP: cannot create {}: layout not compared", dir.display());
+        return;
+    }
     let src = dir.join("layout.c");
     let exe = dir.join("layout");
     std::fs::write(&src, c).unwrap();

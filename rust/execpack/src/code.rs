@@ -32,6 +32,7 @@ unsafe impl Sync for Staging<'_> {}
 impl<'p> Staging<'p> {
     /// # Safety
     /// `img` is what a successful `ep_alloc` on `pool` returned.
+    #[inline]
     pub(crate) unsafe fn from_image(pool: &'p Pool, img: sys::ep_image) -> Staging<'p> {
         Staging {
             pool,
@@ -110,6 +111,7 @@ impl DerefMut for Staging<'_> {
 }
 
 impl Drop for Staging<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: a live allocation of this pool, not finalized
         unsafe { sys::ep_free(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
@@ -286,6 +288,7 @@ pub(crate) fn c_name(name: &str) -> Result<CString> {
 }
 
 impl Drop for Code<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: a live allocation of this pool, owned by self
         unsafe { sys::ep_free(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };

@@ -76,6 +76,12 @@ fn must_fail(name: &str, src: &str, code: &str, words: &str) {
 
 #[test]
 fn the_typestate_holds() {
+    let rustc = env!("EXECPACK_BUILD_RUSTC");
+    if Command::new(rustc).arg("--version").output().is_err() {
+        // (the aarch64 stage runs the tests in a guest without a compiler)
+        println!("SKIP: {} cannot run here: the typestate is not checked", rustc);
+        return;
+    }
     // the control: the same uses, in order
     let ok = compile(
         "control",
