@@ -58,6 +58,8 @@ pub struct ep_config {
     pub fill_ctx: *mut c_void,
     pub path: *const c_char,
     pub near: *const c_void,
+    /// One range of this many bytes holding every pack of the pool; 0: none.
+    pub code_range: usize,
 }
 
 impl Default for ep_config {
@@ -72,6 +74,7 @@ impl Default for ep_config {
             fill_ctx: std::ptr::null_mut(),
             path: std::ptr::null(),
             near: std::ptr::null(),
+            code_range: 0,
         }
     }
 }

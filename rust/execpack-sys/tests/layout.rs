@@ -62,7 +62,7 @@ macro_rules! offsets {
 #[test]
 fn structs_match_the_c_compilers_layout() {
     let structs = vec![
-        offsets!(ep_config, sz, backend, pack_size, limit, flags, fill, fill_ctx, path, near),
+        offsets!(ep_config, sz, backend, pack_size, limit, flags, fill, fill_ctx, path, near, code_range),
         offsets!(ep_image, exec, rw, size),
         offsets!(ep_stats, packs, pack_bytes, used_bytes, live_allocs, large_allocs, large_bytes),
     ];

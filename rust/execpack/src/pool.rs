@@ -119,6 +119,7 @@ pub struct PoolBuilder {
     fill: Fill,
     path: Option<CString>,
     near: usize,
+    code_range: usize,
 }
 
 impl Default for PoolBuilder {
@@ -131,6 +132,7 @@ impl Default for PoolBuilder {
             fill: Fill::Native,
             path: None,
             near: 0,
+            code_range: 0,
         }
     }
 }
@@ -177,6 +179,16 @@ impl PoolBuilder {
         self
     }
 
+    /// Reserve one contiguous range of `bytes` at creation that holds every
+    /// pack and large mapping of the pool: any two of its allocations are
+    /// then less than `bytes` apart (a rel32 call on x86-64 for up to 2 GiB,
+    /// a BL on arm64 for up to 128 MiB).  A full range is ENOMEM at alloc;
+    /// less than one pack, EINVAL at build.  0: none.
+    pub fn code_range(mut self, bytes: usize) -> Self {
+        self.code_range = bytes;
+        self
+    }
+
     /// The `ep_config` this builder stands for; `path` points into `self`.
     pub fn to_raw(&self) -> sys::ep_config {
         let mut c = sys::ep_config::default();
@@ -192,6 +204,7 @@ impl PoolBuilder {
         };
         c.path = self.path.as_ref().map_or(ptr::null(), |p| p.as_ptr());
         c.near = self.near as *const _;
+        c.code_range = self.code_range;
         c
     }
 

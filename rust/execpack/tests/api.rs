@@ -222,3 +222,38 @@ fn raw_pool_for_sys_calls() {
     assert_eq!(unsafe { execpack::sys::ep_pool_stats(pool.as_raw(), &mut st) }, 0);
     assert_eq!(st.live_allocs, 0);
 }
+
+#[test]
+fn code_range_holds_every_allocation() {
+    let range = 4 << 20;
+    let pool = Pool::builder().pack_size(1 << 20).code_range(range).build().unwrap();
+    let mut codes = Vec::new();
+    // packed and large allocations, until the range is full
+    let err = loop {
+        let len = if codes.len() % 7 == 6 { (1 << 20) + 4096 } else { 2000 };
+        match pool.alloc(len) {
+            Ok(mut s) => {
+                let c = ret_imm(codes.len() as u32);
+                s[..c.len()].copy_from_slice(&c);
+                codes.push(s.finalize().unwrap());
+            }
+            Err(e) => break e,
+        }
+        assert!(codes.len() < 20_000, "the range never filled");
+    };
+    assert_eq!(err.errno(), errno::ENOMEM, "{}", err);
+    let lo = codes.iter().map(|c| c.addr()).min().unwrap();
+    let hi = codes.iter().map(|c| c.addr() + c.len()).max().unwrap();
+    assert!(hi - lo <= range, "{:#x}..{:#x} is wider than the range", lo, hi);
+    for (i, c) in codes.iter().enumerate() {
+        assert_eq!(call(c), i as u32);
+    }
+    // freed space is reused
+    codes.truncate(codes.len() / 2);
+    let c = put(&pool, &ret_imm(7));
+    assert!(c.addr() >= lo && c.addr() < lo + range);
+    assert_eq!(call(&c), 7);
+    // less than one pack
+    let e = Pool::builder().pack_size(1 << 20).code_range(64 << 10).build().unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+}
