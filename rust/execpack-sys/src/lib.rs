@@ -42,8 +42,14 @@ pub const EP_F_PERFMAP: c_uint = 1 << 2;
 pub const EP_F_JITDUMP: c_uint = 1 << 3;
 pub const EP_F_NO_PKEY: c_uint = 1 << 4;
 pub const EP_F_BTI: c_uint = 1 << 5;
-pub const EP_F_ALL: c_uint =
-    EP_F_RANDOMIZE | EP_F_SEAL | EP_F_PERFMAP | EP_F_JITDUMP | EP_F_NO_PKEY | EP_F_BTI;
+pub const EP_F_KEEP_STAGING: c_uint = 1 << 6;
+pub const EP_F_ALL: c_uint = EP_F_RANDOMIZE
+    | EP_F_SEAL
+    | EP_F_PERFMAP
+    | EP_F_JITDUMP
+    | EP_F_NO_PKEY
+    | EP_F_BTI
+    | EP_F_KEEP_STAGING;
 
 /// `struct ep_config`; set `sz` to `size_of::<ep_config>()`.
 #[repr(C)]
@@ -102,6 +108,26 @@ pub struct ep_stats {
 pub const EP_GUARD_PKEY: c_uint = 1 << 0;
 pub const EP_GUARD_BTI: c_uint = 1 << 1;
 
+pub const EP_INFO_FINALIZED: c_uint = 1 << 0;
+pub const EP_INFO_LARGE: c_uint = 1 << 1;
+pub const EP_INFO_NAMED: c_uint = 1 << 2;
+
+/// What `ep_lookup` says of an allocation.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ep_info {
+    pub pool: *mut ep_pool,
+    pub exec: *mut c_void,
+    pub size: usize,
+    pub rw: *mut c_void,
+    pub patch_exec: *mut c_void,
+    pub patch_rw: *mut c_void,
+    pub patch_len: usize,
+    pub flags: c_uint,
+    pub name: [c_char; EP_NAME_MAX + 1],
+    pub reserved: [*mut c_void; 4],
+}
+
 pub const EP_UNWIND_NAME: c_int = 0;
 pub const EP_UNWIND_DWARF_FP: c_int = 1;
 pub const EP_UNWIND_DWARF_SP: c_int = 2;
@@ -146,6 +172,16 @@ extern "C" {
     pub fn ep_symbolize(addr: *const c_void, buf: *mut c_char, len: usize, offset: *mut usize)
         -> c_int;
     pub fn ep_backtrace(fd: c_int) -> c_int;
+
+    pub fn ep_patch_begin(
+        pool: *mut ep_pool,
+        exec: *mut c_void,
+        len: usize,
+        rw: *mut *mut c_void,
+    ) -> c_int;
+    pub fn ep_patch_commit(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
+    pub fn ep_patch_abort(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
+    pub fn ep_lookup(addr: *const c_void, out: *mut ep_info) -> c_int;
 
     pub fn ep_strerror(err: c_int) -> *const c_char;
     pub fn ep_version() -> *const c_char;

@@ -64,6 +64,7 @@ fn structs_match_the_c_compilers_layout() {
     let structs = vec![
         offsets!(ep_config, sz, backend, pack_size, limit, flags, fill, fill_ctx, path, near, code_range),
         offsets!(ep_image, exec, rw, size),
+        offsets!(ep_info, pool, exec, size, rw, patch_exec, patch_rw, patch_len, flags, name, reserved),
         offsets!(ep_stats, packs, pack_bytes, used_bytes, live_allocs, large_allocs, large_bytes),
     ];
     // A C program printing what the compiler says, line for line as ours.
@@ -84,6 +85,10 @@ fn structs_match_the_c_compilers_layout() {
         ("EP_F_JITDUMP", EP_F_JITDUMP),
         ("EP_F_NO_PKEY", EP_F_NO_PKEY),
         ("EP_F_BTI", EP_F_BTI),
+        ("EP_F_KEEP_STAGING", EP_F_KEEP_STAGING),
+        ("EP_INFO_FINALIZED", EP_INFO_FINALIZED),
+        ("EP_INFO_LARGE", EP_INFO_LARGE),
+        ("EP_INFO_NAMED", EP_INFO_NAMED),
         ("EP_F_ALL", EP_F_ALL),
         ("EP_GUARD_PKEY", EP_GUARD_PKEY),
         ("EP_GUARD_BTI", EP_GUARD_BTI),

@@ -300,3 +300,104 @@ impl std::fmt::Debug for Code<'_> {
         f.debug_struct("Code").field("exec", &self.exec).field("size", &self.size).finish()
     }
 }
+
+/// A patch window on live code ([`Code::patch`]): a private writable copy
+/// of part of it, holding the live bytes, that dereferences to `[u8]`.  Run
+/// the emitter over it (linking against [`exec_addr`](Patch::exec_addr)),
+/// then [`commit`](Patch::commit) writes the words that changed; dropped
+/// without commit, nothing is written.  It borrows the code: the code
+/// cannot be freed while a window is open.
+pub struct Patch<'c> {
+    pool: &'c Pool,
+    exec: NonNull<u8>,
+    rw: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the window's buffer belongs to this value alone; the pool is Sync
+unsafe impl Send for Patch<'_> {}
+unsafe impl Sync for Patch<'_> {}
+
+impl<'p> Code<'p> {
+    /// `ep_patch_begin`: open a window on `len` bytes at offset `off`.  One
+    /// window per allocation at a time (EBUSY).
+    pub fn patch(&self, off: usize, len: usize) -> Result<Patch<'_>> {
+        if off > self.size || len > self.size - off {
+            return Err(Error::with_detail(
+                errno::EINVAL,
+                format!("{} bytes at {} past the code's {}", len, off, self.size),
+            ));
+        }
+        let mut rw = std::ptr::null_mut();
+        // SAFETY: off + len lies inside this live allocation
+        let exec = unsafe { self.exec.as_ptr().add(off) };
+        check(unsafe { sys::ep_patch_begin(self.pool.as_raw(), exec as *mut c_void, len, &mut rw) })?;
+        Ok(Patch {
+            pool: self.pool,
+            // SAFETY: non-null: inside the allocation; rw set by a successful begin
+            exec: unsafe { NonNull::new_unchecked(exec) },
+            rw: NonNull::new(rw as *mut u8).expect("ep_patch_begin returned 0 and no buffer"),
+            len,
+        })
+    }
+}
+
+impl Patch<'_> {
+    /// Where the window's first byte runs: link against this.
+    pub fn exec_addr(&self) -> usize {
+        self.exec.as_ptr() as usize
+    }
+
+    /// `ep_patch_commit`: write the words that differ from the live code,
+    /// each in one store, and synchronise the instruction caches.  On
+    /// failure nothing more is written and the window is closed.
+    ///
+    /// # Safety
+    /// It changes code that may be running: a thread executing it sees
+    /// each aligned word old or new, never torn, but a change spanning
+    /// several words may be seen half done (ep_patch_begin(3)).
+    pub unsafe fn commit(self) -> Result<()> {
+        let rc = sys::ep_patch_commit(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void);
+        if rc == 0 {
+            mem::forget(self);
+            return Ok(());
+        }
+        Err(Error::from_rc(rc)) // self drops: aborted
+    }
+
+    /// `ep_patch_abort`: close the window, writing nothing (what dropping
+    /// it does).
+    pub fn abort(self) {}
+}
+
+impl Deref for Patch<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: len bytes copied from the live code, owned by the window
+        unsafe { slice::from_raw_parts(self.rw.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for Patch<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as deref; &mut self is the only way in
+        unsafe { slice::from_raw_parts_mut(self.rw.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Patch<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the window opened at exec is still open
+        unsafe { sys::ep_patch_abort(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
+    }
+}
+
+impl std::fmt::Debug for Patch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Patch")
+            .field("exec", &self.exec)
+            .field("rw", &self.rw)
+            .field("len", &self.len)
+            .finish()
+    }
+}

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 pub use execpack_sys as sys;
 
-pub use crate::code::{Code, Staging, Unwind};
+pub use crate::code::{Code, Patch, Staging, Unwind};
 pub use crate::error::{errno, Error, Result};
 pub use crate::pool::{Backend, Fill, Flags, Guards, Pool, PoolBuilder, Stats};
 
@@ -119,6 +119,79 @@ pub fn symbolize(addr: usize) -> Option<(String, usize)> {
     } else {
         None
     }
+}
+
+/// An open patch window, as [`lookup`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PatchInfo {
+    /// Its first executable byte.
+    pub exec: usize,
+    /// Its buffer.
+    pub rw: usize,
+    /// Its length.
+    pub len: usize,
+}
+
+/// What [`lookup`] says of an allocation (`struct ep_info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Info {
+    /// The `struct ep_pool *` it belongs to, as an address: compare with
+    /// [`Info::is_in`].
+    pub pool: usize,
+    /// Where it runs (its `image.exec`).
+    pub exec: usize,
+    /// Its usable bytes from exec.
+    pub size: usize,
+    /// Before finalize, looked up by an address in its staging buffer: the
+    /// buffer (None for an executable address: the lock-free path does not
+    /// read it).
+    pub staging: Option<usize>,
+    /// An open patch window, or the staging buffer kept by
+    /// [`Flags::KEEP_STAGING`].
+    pub patch: Option<PatchInfo>,
+    /// Finalized: the code is live.
+    pub finalized: bool,
+    /// A large allocation (its own mapping).
+    pub large: bool,
+    /// Its name ([`Code::set_name`]); None when unnamed.
+    pub name: Option<String>,
+}
+
+impl Info {
+    /// Whether it belongs to `pool`.
+    pub fn is_in(&self, pool: &Pool) -> bool {
+        self.pool == pool.as_raw() as usize
+    }
+}
+
+/// `ep_lookup`: the live allocation holding `addr` (any executable byte of
+/// it, of any pool, or a byte of its staging buffer or patch window); None
+/// when no live allocation holds it.  The library's call is lock-free and
+/// async-signal-safe for executable addresses; this wrapper allocates (the
+/// name), so a signal handler calls `sys::ep_lookup` instead.
+pub fn lookup(addr: usize) -> Option<Info> {
+    let mut i = std::mem::MaybeUninit::<sys::ep_info>::uninit();
+    // SAFETY: out points to writable memory of the right type
+    if unsafe { sys::ep_lookup(addr as *const c_void, i.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: written on success
+    let i = unsafe { i.assume_init() };
+    let named = i.flags & sys::EP_INFO_NAMED != 0;
+    Some(Info {
+        pool: i.pool as usize,
+        exec: i.exec as usize,
+        size: i.size,
+        staging: if i.rw.is_null() { None } else { Some(i.rw as usize) },
+        patch: if i.patch_exec.is_null() {
+            None
+        } else {
+            Some(PatchInfo { exec: i.patch_exec as usize, rw: i.patch_rw as usize, len: i.patch_len })
+        },
+        finalized: i.flags & sys::EP_INFO_FINALIZED != 0,
+        large: i.flags & sys::EP_INFO_LARGE != 0,
+        name: if named { Some(pool::cstr_buf(&i.name)) } else { None },
+    })
 }
 
 /// `ep_backtrace`: write the calling thread's backtrace to `fd`, JIT frames

@@ -56,6 +56,10 @@ impl Flags {
     pub const NO_PKEY: Flags = Flags(sys::EP_F_NO_PKEY);
     /// arm64: map code PROT_BTI.
     pub const BTI: Flags = Flags(sys::EP_F_BTI);
+    /// The staging buffer outlives finalize: every patch window of the code
+    /// opens there, at the offset from the code it had
+    /// ([`Code::patch`](crate::Code::patch)).
+    pub const KEEP_STAGING: Flags = Flags(sys::EP_F_KEEP_STAGING);
 
     /// The raw `EP_F_*` bits.
     pub const fn bits(self) -> u32 {

@@ -169,6 +169,45 @@ pub fn f() {
     );
 
     must_fail(
+        "window_written_after_commit",
+        r#"
+pub fn f(code: &execpack::Code<'_>) {
+    let mut w = code.patch(0, 4).unwrap();
+    unsafe { w.commit().unwrap() };
+    w[0] = 0x90;
+}
+"#,
+        "E0382",
+        "borrow of moved value: `w`",
+    );
+
+    must_fail(
+        "code_freed_under_window",
+        r#"
+pub fn f(pool: &execpack::Pool) {
+    let code = pool.alloc(16).unwrap().finalize().unwrap();
+    let w = code.patch(0, 4).unwrap();
+    drop(code);
+    drop(w);
+}
+"#,
+        "E0505",
+        "cannot move out of `code` because it is borrowed",
+    );
+
+    must_fail(
+        "commit_without_unsafe",
+        r#"
+pub fn f(code: &execpack::Code<'_>) {
+    let w = code.patch(0, 4).unwrap();
+    let _ = w.commit();
+}
+"#,
+        "E0133",
+        "call to unsafe function",
+    );
+
+    must_fail(
         "patch_without_unsafe",
         r#"
 pub fn f(code: &execpack::Code<'_>) {
