@@ -76,7 +76,7 @@ void ep__vg_shrink(struct ep__heap *pool, void *exec, size_t old_size, size_t si
 	(void)pool, (void)exec, (void)old_size, (void)size;
 }
 
-void ep__diag_pool_destroy(struct ep__heap *pool)
+void ep__vg_pool_destroy(struct ep__heap *pool)
 {
 	if (RUNNING_ON_VALGRIND && VALGRIND_MEMPOOL_EXISTS(pool))
 		VALGRIND_DESTROY_MEMPOOL(pool);

@@ -46,5 +46,7 @@ void ep__vg_finalize(void *exec, size_t size);
 void ep__vg_free(struct ep__heap *pool, void *exec, size_t size, bool unmapped);
 /* the allocation now ends size bytes after exec */
 void ep__vg_shrink(struct ep__heap *pool, void *exec, size_t old_size, size_t size);
+/* the pool is gone */
+void ep__vg_pool_destroy(struct ep__heap *pool);
 
 #endif /* EP_DIAG_VALGRIND_H */

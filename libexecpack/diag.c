@@ -53,7 +53,7 @@ struct ep__diag {
 	int kind; /* EP_UNWIND_* */
 	size_t prologue, frame;
 	struct ep__unwind unw;        /* diag-unwind.c */
-	struct jit_code_entry *gdb; /* GDB JIT interface entry, or NULL */
+	struct ep__gdbjit gdb;        /* its symbol in gdb's view (diag-gdbjit.c) */
 };
 
 static struct ep__diag *g_records; /* g_lock */
@@ -112,15 +112,15 @@ static void unw_unregister(struct ep__diag *r)
 /* (Re)announce a finalized, named allocation to gdb.  g_lock held. */
 static void gdb_register(struct ep__diag *r, void *exec, size_t size)
 {
-	ep__gdbjit_unregister(&r->gdb);
 	if (!r->finalized || !r->name)
-		return;
-	ep__gdbjit_register(&r->gdb, exec, size, r->name);
+		ep__gdbjit_unset(&r->gdb);
+	else
+		ep__gdbjit_set(&r->gdb, exec, size, r->name);
 }
 
 static void gdb_unregister(struct ep__diag *r)
 {
-	ep__gdbjit_unregister(&r->gdb);
+	ep__gdbjit_unset(&r->gdb);
 }
 
 /* ---- hooks from heap.c ------------------------------------------------------ */
@@ -146,7 +146,8 @@ void ep__diag_finalize_slow(struct ep__heap *pool, struct ep__diag **d, void *ex
 	pthread_mutex_unlock(&g_lock);
 }
 
-static void record_drop(struct ep__diag **d)
+/* defer: ep_pool_destroy(), which tells gdb once at its end */
+static void record_drop(struct ep__diag **d, bool defer)
 {
 	struct ep__diag *r = *d;
 
@@ -154,7 +155,10 @@ static void record_drop(struct ep__diag **d)
 		return;
 	pthread_mutex_lock(&g_lock);
 	unw_unregister(r);
-	gdb_unregister(r);
+	if (defer)
+		ep__gdbjit_forget(&r->gdb);
+	else
+		gdb_unregister(r);
 	if (r->slot != SIZE_MAX)
 		ep__symtab_put(r->slot);
 	if (r->prev)
@@ -172,7 +176,7 @@ static void record_drop(struct ep__diag **d)
 void ep__diag_free_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
 			size_t size, bool unmapped)
 {
-	record_drop(d);
+	record_drop(d, false);
 	ep__vg_free(pool, exec, size, unmapped);
 }
 
@@ -213,7 +217,17 @@ void ep__diag_shrink_slow(struct ep__heap *pool, struct ep__diag **d, void *exec
 
 void ep__diag_forget(struct ep__diag **d)
 {
-	record_drop(d);
+	record_drop(d, true);
+}
+
+/* After the pool's forgets: gdb hears of every file they changed once,
+ * not twice per name (10,000 names: 20,000 stops of the program). */
+void ep__diag_pool_destroy(struct ep__heap *pool)
+{
+	pthread_mutex_lock(&g_lock);
+	ep__gdbjit_flush();
+	pthread_mutex_unlock(&g_lock);
+	ep__vg_pool_destroy(pool);
 }
 
 static int name_check(const char *name)
@@ -353,10 +367,9 @@ __attribute__((destructor)) static void diag_at_exit(void)
 	if (hide)
 		hide();
 	pthread_mutex_lock(&g_lock);
-	for (struct ep__diag *r = g_records; r; r = r->next) {
+	for (struct ep__diag *r = g_records; r; r = r->next)
 		ep__unwind_hide(&r->unw);
-		ep__gdbjit_hide(r->gdb);
-	}
+	ep__gdbjit_hide();
 	ep__symtab_hide();
 	pthread_mutex_unlock(&g_lock);
 	ep__info_hide(); /* info.c: ep_lookup()'s entries */

@@ -507,6 +507,227 @@ START_TEST(test_symbol_size)
 }
 END_TEST
 
+/* ---- GDB's list at scale ---------------------------------------------------
+ * Names are batched, many to a file, in files whose sections cover runs
+ * of functions (diag-gdbjit.c).  The list must hold every live name once,
+ * with its extent, and nothing else; no two sections anywhere may overlap
+ * (gdb drops one of two that do), nor may one span a page with no named
+ * function at either side (another mapping could be there); and there
+ * must be few files, since gdb's cost per change grows with their number.
+ */
+struct gdb_fn {
+	uintptr_t start;
+	size_t size;
+	char name[40];
+};
+
+static int gdb_fn_cmp(const void *a, const void *b)
+{
+	uintptr_t x = ((const struct gdb_fn *)a)->start, y = ((const struct gdb_fn *)b)->start;
+
+	return x < y ? -1 : x > y;
+}
+
+struct gdb_sec {
+	uintptr_t lo, hi;
+};
+
+static int gdb_sec_cmp(const void *a, const void *b)
+{
+	uintptr_t x = ((const struct gdb_sec *)a)->lo, y = ((const struct gdb_sec *)b)->lo;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Checks GDB's list against want[0..n) (sorted here); returns its files. */
+static size_t gdb_list_check(struct gdb_fn *want, size_t n)
+{
+	size_t cap = n + 16, got_n = 0, sec_n = 0, files = 0;
+	struct gdb_fn *got = calloc(cap, sizeof(*got));
+	struct gdb_sec *secs = calloc(cap, sizeof(*secs));
+
+	ck_assert(got && secs);
+	for (const struct jit_code_entry *e = __jit_debug_descriptor.first_entry; e;
+	     e = e->next_entry, files++) {
+		const char *f = e->symfile_addr;
+		const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+		const Elf64_Shdr *sh = (const Elf64_Shdr *)(f + eh->e_shoff);
+		const Elf64_Sym *sym = NULL;
+		const char *str = NULL;
+		size_t nsym = 0;
+
+		ck_assert(e->symfile_size > sizeof(*eh) && !memcmp(f, ELFMAG, SELFMAG));
+		ck_assert_uint_le(eh->e_shoff + eh->e_shnum * sizeof(*sh), e->symfile_size);
+		for (unsigned i = 0; i < eh->e_shnum; i++) {
+			ck_assert_uint_le(sh[i].sh_type == SHT_NOBITS ? 0 : sh[i].sh_offset + sh[i].sh_size,
+					  e->symfile_size);
+			if (sh[i].sh_type == SHT_SYMTAB) {
+				sym = (const Elf64_Sym *)(f + sh[i].sh_offset);
+				nsym = sh[i].sh_size / sizeof(*sym);
+				str = f + sh[sh[i].sh_link].sh_offset;
+			} else if (sh[i].sh_type == SHT_NOBITS) {
+				ck_assert(sh[i].sh_flags & SHF_EXECINSTR);
+				ck_assert_uint_lt(sec_n, cap);
+				secs[sec_n++] = (struct gdb_sec){ sh[i].sh_addr,
+								  sh[i].sh_addr + sh[i].sh_size };
+			}
+		}
+		ck_assert_msg(sym != NULL, "a file without a symbol table");
+		uintptr_t prev_end = 0;
+		unsigned prev_sec = 0;
+
+		for (size_t j = 1; j < nsym; j++) {
+			const Elf64_Shdr *in = &sh[sym[j].st_shndx];
+
+			ck_assert_uint_lt(got_n, cap);
+			ck_assert_uint_lt(sym[j].st_shndx, eh->e_shnum);
+			ck_assert_int_eq(ELF64_ST_TYPE(sym[j].st_info), STT_FUNC);
+			/* inside its section; a section's functions in one run */
+			ck_assert_uint_ge(sym[j].st_value, in->sh_addr);
+			ck_assert_uint_le(sym[j].st_value + sym[j].st_size, in->sh_addr + in->sh_size);
+			if (sym[j].st_shndx == prev_sec)
+				ck_assert_uint_le(sym[j].st_value / 4096, (prev_end - 1) / 4096 + 1);
+			else
+				ck_assert_uint_eq(sym[j].st_value, in->sh_addr);
+			prev_end = sym[j].st_value + sym[j].st_size;
+			prev_sec = sym[j].st_shndx;
+			got[got_n].start = sym[j].st_value;
+			got[got_n].size = sym[j].st_size;
+			snprintf(got[got_n].name, sizeof(got[got_n].name), "%s", str + sym[j].st_name);
+			got_n++;
+		}
+	}
+	qsort(want, n, sizeof(*want), gdb_fn_cmp);
+	qsort(got, got_n, sizeof(*got), gdb_fn_cmp);
+	qsort(secs, sec_n, sizeof(*secs), gdb_sec_cmp);
+	ck_assert_uint_eq(got_n, n);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_msg(got[i].start == want[i].start && got[i].size == want[i].size &&
+				      !strcmp(got[i].name, want[i].name),
+			      "gdb has %s at %#lx (%zu bytes), not %s at %#lx (%zu bytes)",
+			      got[i].name, (unsigned long)got[i].start, got[i].size, want[i].name,
+			      (unsigned long)want[i].start, want[i].size);
+	}
+	for (size_t i = 1; i < sec_n; i++)
+		ck_assert_msg(secs[i - 1].hi <= secs[i].lo, "gdb's sections overlap at %#lx",
+			      (unsigned long)secs[i].lo);
+	free(got);
+	free(secs);
+	return files;
+}
+
+START_TEST(test_gdb_batches)
+{
+	enum { N = 2000 };
+	static void *exec[N];
+	static struct gdb_fn live[N];
+	static int named[N];
+	struct gdb_fn *want = calloc(N, sizeof(*want));
+	unsigned seed = 12345;
+	size_t files;
+
+	ck_assert(want != NULL);
+	if (!&__jit_debug_descriptor)
+		return;
+	ck_assert_ptr_null(__jit_debug_descriptor.first_entry);
+	for (int i = 0; i < N; i++)
+		exec[i] = jit(pool, 64, (uint32_t)i);
+	/* named in a random order: names arrive between and inside ranges */
+	int order[N];
+
+	for (int i = 0; i < N; i++)
+		order[i] = i;
+	for (int i = N - 1; i > 0; i--) {
+		int j = (int)(rand_r(&seed) % (unsigned)(i + 1)), t = order[i];
+
+		order[i] = order[j], order[j] = t;
+	}
+	for (int k = 0; k < N; k++) {
+		int i = order[k];
+
+		live[i] = (struct gdb_fn){ (uintptr_t)exec[i], 1 + rand_r(&seed) % 64, "" };
+		snprintf(live[i].name, sizeof(live[i].name), "batch_%d", i);
+		ck_assert_int_eq(ep_set_name_size(pool, exec[i], live[i].name, live[i].size), 0);
+		named[i] = 1;
+		if (k % 250 == 249 || k == N - 1) {
+			size_t n = 0;
+
+			for (int j = 0; j < N; j++)
+				if (named[j])
+					want[n++] = live[j];
+			files = gdb_list_check(want, n);
+			ck_assert_msg(files <= n / 32 + 2, "%zu names in %zu files", n, files);
+		}
+	}
+	/* renames, frees, code taken again and named, in a random mix */
+	for (int k = 0; k < 3 * N; k++) {
+		int i = (int)(rand_r(&seed) % N), op = (int)(rand_r(&seed) % 3);
+
+		if (!named[i]) {
+			struct ep_image img;
+
+			ck_assert_int_eq(ep_alloc(pool, 64, &img), 0);
+			tu_emit_ret_imm(img.rw, 1);
+			ck_assert_int_eq(ep_finalize(pool, img.exec), 0);
+			exec[i] = img.exec;
+			live[i] = (struct gdb_fn){ (uintptr_t)img.exec, 64, "" };
+			snprintf(live[i].name, sizeof(live[i].name), "again_%d_%d", i, k);
+			ck_assert_int_eq(ep_set_name(pool, img.exec, live[i].name), 0);
+			named[i] = 1;
+		} else if (op == 0) {
+			/* long names, to outgrow a file's string table */
+			snprintf(live[i].name, sizeof(live[i].name), "renamed_%d_%d_xxxxxxxxxxxxxxxx", i,
+				 k);
+			ck_assert_int_eq(ep_set_name(pool, exec[i], live[i].name), 0);
+		} else {
+			ck_assert_int_eq(ep_free(pool, exec[i]), 0);
+			named[i] = 0;
+		}
+		if (k % 500 == 499) {
+			size_t n = 0;
+
+			for (int j = 0; j < N; j++)
+				if (named[j])
+					want[n++] = live[j];
+			gdb_list_check(want, n);
+		}
+	}
+	for (int i = 0; i < N; i++)
+		if (named[i])
+			ck_assert_int_eq(ep_free(pool, exec[i]), 0);
+	ck_assert_ptr_null(__jit_debug_descriptor.first_entry);
+
+	/* in order, as a JIT names its code: full files */
+	for (int i = 0; i < N; i++) {
+		exec[i] = jit(pool, 64, (uint32_t)i);
+		live[i] = (struct gdb_fn){ (uintptr_t)exec[i], 64, "" };
+		snprintf(live[i].name, sizeof(live[i].name), "seq_%d", i);
+		ck_assert_int_eq(ep_set_name(pool, exec[i], live[i].name), 0);
+		want[i] = live[i];
+	}
+	files = gdb_list_check(want, N);
+	ck_assert_msg(files <= N / 200 + 2, "%d names named in order in %zu files", N, files);
+
+	/* a pool destroyed with names in it: gdb keeps the other pool's,
+	 * which may share its files */
+	struct ep_pool *q = make_pool(0);
+	size_t n = 0;
+
+	for (int i = 0; i < N; i++) {
+		if (i % 2) {
+			want[n++] = live[i];
+			continue;
+		}
+		ck_assert_int_eq(ep_free(pool, exec[i]), 0);
+		exec[i] = jit(q, 64, (uint32_t)i);
+		ck_assert_int_eq(ep_set_name(q, exec[i], "in_q"), 0);
+	}
+	ep_pool_destroy(q);
+	gdb_list_check(want, n);
+	free(want);
+}
+END_TEST
+
 START_TEST(test_set_name_size)
 {
 	struct ep_pool *p = make_pool(EP_F_PERFMAP);
@@ -1343,6 +1564,7 @@ static Suite *diag_suite(void)
 	tcase_add_test(tc, test_perfmap);
 	tcase_add_test(tc, test_symbol_size);
 	tcase_add_test(tc, test_set_name_size);
+	tcase_add_test(tc, test_gdb_batches);
 	tcase_add_test(tc, test_perfmap_planted_link);
 	tcase_add_test(tc, test_perfmap_planted_hardlink);
 	tcase_add_test(tc, test_perfmap_planted_fifo);

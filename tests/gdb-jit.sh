@@ -24,7 +24,20 @@
 #            it to main; then the program writes new code into the page
 #            gdb wrote its breakpoint into, runs it, and the breakpoint is
 #            hit again (the program checks the results, the private view
-#            and that nothing is writable and executable).
+#            and that nothing is writable and executable);
+#   many:    tests/gdb-jit-many names 1,000 and then 10,000 functions under
+#            gdb (EXECPACK_DEBUG=1): the CPU time of 10,000 (gdb's and the
+#            program's; wall time is printed too) must stay near linear,
+#            under 20 times that of 1,000 (one file per name made it
+#            quadratic: minutes); among 10,000, bt names the JIT frames
+#            of five functions, info symbol and disassemble name two, a
+#            break set before the function exists and one set after are
+#            hit; a freed function's name is gone, its address has no
+#            symbol, then the new one's name once taken again; a renamed
+#            one has its new name only;
+#   attach:  gdb -p on the program with 10,000 names, waiting in a C
+#            function called from JIT code: bt names the JIT frame, and
+#            info symbol the renamed, freed and reused functions as above.
 # The gdb parts SKIP without gdb or when gdb cannot run programs here
 # (ptrace refused); hbreak SKIPs where hardware breakpoints do not work at
 # all (some virtual machines), which a breakpoint on a C function shows.
@@ -35,7 +48,8 @@ prog=$builddir/tests/gdb-jit
 foreign=$builddir/tests/gdb-jit-foreign
 static=$builddir/tests/gdb-jit-static
 static_foreign=$builddir/tests/gdb-jit-static-foreign
-for p in "$prog" "$foreign" "$static" "$static_foreign"; do
+many=$builddir/tests/gdb-jit-many
+for p in "$prog" "$foreign" "$static" "$static_foreign" "$many"; do
 	[ -x "$p" ] || { echo "ERROR: $p not built"; exit 99; }
 done
 unset LD_PRELOAD
@@ -150,6 +164,139 @@ echo "$out" | grep -q 'gdb_jit_neighbour returned 7' ||
 	fail "EXECPACK_DEBUG=1: code written into the page with gdb's breakpoint did not run"
 echo "$out" | grep -q 'exited normally' ||
 	fail "EXECPACK_DEBUG=1: the program did not end well under gdb"
+
+# --- many ------------------------------------------------------------------
+now() { date +%s.%N; }
+# gdb_many N [timeout]: the program with N names under gdb, all checks
+many_out=$builddir/tests/gdb-jit-many.out
+gdb_many() {
+	n=$1
+	EXECPACK_DEBUG=1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+	timeout "${2:-600}" gdb -batch -nx -ex 'set debuginfod enabled off' \
+		-ex 'set startup-with-shell off' -ex 'set breakpoint pending on' \
+		-ex 'break jit_many_7' -ex 'break gdb_many_ready' -ex 'break gdb_many_stop' \
+		-ex 'break gdb_many_freed' -ex 'break gdb_many_reused' -ex run \
+		-ex "break jit_many_$((n - 2))" -ex "disassemble jit_many_$((n / 2))" \
+		-ex "info symbol (char *)jit_many_$((n / 2)) + 5" \
+		-ex 'info symbol (char *)jit_many_7 + 5' \
+		-ex continue -ex bt -ex continue -ex continue -ex bt -ex continue -ex bt \
+		-ex continue -ex continue -ex bt -ex continue -ex bt \
+		-ex continue -ex 'echo at-freed\n' -ex 'info symbol g_freed' \
+		-ex "print jit_many_$((n / 2 + 1))" -ex 'info symbol g_renamed' \
+		-ex 'print jit_many_1' \
+		-ex continue -ex 'echo at-reused\n' -ex 'info symbol g_freed' -ex continue \
+		--args "$many" "$n" >"$many_out" 2>&1
+}
+# CPU time (gdb's and the program's, through `times` in this shell): less
+# sensitive than wall time to a machine busy with other work
+# (cpu_mark in this shell, not in a subshell: one has no children)
+cpu_mark() { times >"$many_out.t"; }
+cpu_read() {
+	awk 'NR == 2 { split($1, u, "m"); split($2, s, "m");
+		printf "%.3f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$many_out.t"
+}
+span() { echo "$1 $2" | awk '{ printf "%.2f", $2 - $1 }'; }
+cpu_mark
+t0=$(now) c0=$(cpu_read)
+gdb_many 1000
+cpu_mark
+t1=$(now) c1=$(cpu_read)
+t_1k=$(span "$t0" "$t1") c_1k=$(span "$c0" "$c1")
+# a bound for the 10,000 run, so that the old quadratic cost fails in
+# minutes, not hours
+limit=$(echo "$t_1k" | awk '{ l = 40 * $1; printf "%d", l < 60 ? 60 : l }')
+cpu_mark
+t0=$(now) c0=$(cpu_read)
+gdb_many 10000 "$limit"
+rc=$?
+cpu_mark
+t1=$(now) c1=$(cpu_read)
+t_10k=$(span "$t0" "$t1") c_10k=$(span "$c0" "$c1")
+out=$(cat "$many_out")
+echo "$out" | grep -v '^\[' | grep -v '^ *0x[0-9a-f]* <+' | head -120
+echo "many: under gdb, 1,000 names: $t_1k s ($c_1k s CPU); 10,000 names: $t_10k s ($c_10k s CPU)"
+if [ $rc -eq 124 ]; then
+	fail "many: 10,000 names under gdb took over $limit s (1,000: $t_1k s)"
+elif ! echo "$c_1k $c_10k" | awk '{ exit !($2 < 20 * $1) }'; then
+	fail "many: 10,000 names under gdb took $c_10k s of CPU, over 20 times the $c_1k s of 1,000"
+fi
+n=10000
+if ! echo "$out" | grep -q 'Breakpoint 2, .*gdb_many_ready'; then
+	fail "many: gdb did not stop in gdb_many_ready"
+else
+	for f in 0 7 $((n / 2)) $((n - 2)) $((n - 1)); do
+		echo "$out" | grep -Eq "^#1 +0x[0-9a-f]+ in jit_many_$f \(\)" ||
+			fail "many: bt does not name jit_many_$f among $n"
+	done
+	echo "$out" | grep -Eq "^Breakpoint 1, (0x[0-9a-f]+ in )?jit_many_7 \(\)" ||
+		fail "many: break jit_many_7, set before it existed, was not hit"
+	echo "$out" | grep -Eq "^Breakpoint 6, (0x[0-9a-f]+ in )?jit_many_$((n - 2)) \(\)" ||
+		fail "many: break jit_many_$((n - 2)), set once it existed, was not hit"
+	echo "$out" | grep -q "^jit_many_7 + 5 in section" ||
+		fail "many: info symbol does not name jit_many_7"
+	echo "$out" | grep -q "^jit_many_$((n / 2)) + 5 in section" ||
+		fail "many: info symbol does not name jit_many_$((n / 2))"
+	dis=$(echo "$out" | sed -n "/^Dump of assembler code for function jit_many_$((n / 2)):/,/^End of assembler dump/p")
+	if [ -z "$dis" ]; then
+		fail "many: disassemble jit_many_$((n / 2)) printed no dump"
+	elif echo "$dis" | grep -q 'int3' ||
+		! echo "$dis" | grep -B1 '^End of assembler dump' | grep -q 'ret'; then
+		fail "many: disassemble jit_many_$((n / 2)) does not end at its ret"
+	fi
+	freed=$(echo "$out" | sed -n '/^at-freed$/,/^at-reused$/p')
+	echo "$freed" | grep -q '^No symbol matches g_freed' ||
+		fail "many: gdb still names the freed function's address"
+	echo "$freed" | grep -q "No symbol \"jit_many_$((n / 2 + 1))\" in current context" ||
+		fail "many: gdb still knows the freed jit_many_$((n / 2 + 1))"
+	echo "$freed" | grep -q '^jit_many_renamed in section' ||
+		fail "many: info symbol does not give the renamed function's new name"
+	echo "$freed" | grep -q 'No symbol "jit_many_1" in current context' ||
+		fail "many: gdb still knows jit_many_1 by its old name"
+	echo "$out" | sed -n '/^at-reused$/,$p' | grep -q '^jit_many_reused in section' ||
+		fail "many: the address taken again is not named jit_many_reused"
+	echo "$out" | grep -q 'exited normally' ||
+		fail "many: the program did not end well under gdb"
+fi
+
+# --- attach ----------------------------------------------------------------
+"$many" 10000 wait >"$many_out" 2>&1 &
+pid=$!
+i=0
+while ! grep -q '^ready' "$many_out" && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
+	sleep 0.1
+	i=$((i + 1))
+done
+if ! grep -q '^ready' "$many_out"; then
+	kill $pid 2>/dev/null
+	fail "attach: the program did not get ready: $(cat "$many_out")"
+else
+	t0=$(now)
+	out=$(timeout "$limit" gdb -batch -nx -ex 'set debuginfod enabled off' -p $pid -ex bt \
+		-ex 'info symbol g_freed' -ex 'info symbol g_renamed' -ex 'print jit_many_5001' \
+		-ex 'info symbol (char *)jit_many_9999 + 5' -ex 'set var g_release = 1' \
+		-ex detach 2>&1)
+	t1=$(now)
+	wait $pid
+	echo "$out" | grep -v '^\['
+	echo "attach: gdb -p on 10,000 names: $(echo "$t0 $t1" | awk '{ printf "%.2f", $2 - $1 }') s"
+	if echo "$out" | grep -Eq 'ptrace: Operation not permitted|Could not attach'; then
+		echo "SKIP (attach): gdb may not attach to a running process here"
+	else
+		echo "$out" | grep -Eq '^#[0-9]+ +0x[0-9a-f]+ in jit_many_9999 \(\)' ||
+			fail "attach: bt does not name jit_many_9999"
+		echo "$out" | grep -q '^jit_many_reused in section' ||
+			fail "attach: the address taken again is not named jit_many_reused"
+		echo "$out" | grep -q '^jit_many_renamed in section' ||
+			fail "attach: info symbol does not give the renamed function's new name"
+		echo "$out" | grep -q 'No symbol "jit_many_5001" in current context' ||
+			fail "attach: gdb knows the freed jit_many_5001"
+		echo "$out" | grep -q '^jit_many_9999 + 5 in section' ||
+			fail "attach: info symbol does not name jit_many_9999"
+		grep -q 'released: yes' "$many_out" ||
+			fail "attach: gdb did not set g_release in the program"
+	fi
+fi
+rm -f "$many_out" "$many_out.t"
 
 [ "$failures" -eq 0 ] || exit 1
 echo "PASS"
