@@ -3,7 +3,7 @@
 # Installs the Debian packages libexecpack needs to build and test.
 # Usage: build-aux/install-deps.sh [base|kmod|cross|all]
 #   base: compiler toolchain, Autotools, Check, Valgrind, libunwind, cargo and
-#         rustc (default)
+#         rustc, gdb (default)
 #   kmod: what `make check-kmod` needs to boot a real kernel under qemu
 #   cross: cross compilers for aarch64 and riscv64, the arm64 (multiarch)
 #         pkg-config, Check, libunwind and Rust standard library, and
@@ -33,6 +33,8 @@ base="$base linux-perf libcapstone-dev"
 # the Rust binding (rust/, the rust stage of build-aux/run.sh): Debian's own
 # toolchain, no crate from elsewhere
 base="$base cargo rustc"
+# tests/gdb-jit.sh: JIT code under gdb (bt, break, gdb -p)
+base="$base gdb"
 
 case "$set_name" in
 base) want=$base ;;
