@@ -265,7 +265,7 @@ END_TEST
 struct race {
 	struct ep_pool *p;
 	void *live[SLOTS]; /* atomics: what the churner published */
-	volatile int stop;
+	int stop; /* atomic */
 	unsigned long found, missing, rounds;
 };
 
@@ -274,7 +274,7 @@ static void *churn(void *arg)
 	struct race *r = arg;
 	unsigned seed = 1;
 
-	for (unsigned long i = 0; !r->stop; i++) {
+	for (unsigned long i = 0; !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE); i++) {
 		size_t k = (size_t)rand_r(&seed) % SLOTS;
 		void *old = __atomic_exchange_n(&r->live[k], NULL, __ATOMIC_ACQ_REL);
 
@@ -328,7 +328,7 @@ START_TEST(test_races_frees)
 			r.missing++;
 		}
 	}
-	r.stop = 1;
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	ck_assert_uint_gt(r.found, 0);
 	ep_pool_destroy(r.p);

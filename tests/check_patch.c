@@ -270,7 +270,7 @@ END_TEST
 
 struct runner {
 	tu_fn fn;
-	volatile int stop;
+	int stop; /* atomic */
 	unsigned long calls, bad;
 	int last_bad;
 };
@@ -279,7 +279,7 @@ static void *run_loop(void *arg)
 {
 	struct runner *r = arg;
 
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		int v = r->fn();
 
 		r->calls++;
@@ -312,7 +312,7 @@ static void flip_under_runner(enum ep_backend be, unsigned flags)
 		tu_emit_ret_imm(rw, i & 1 ? VAL_A : VAL_B);
 		ck_assert_int_eq(ep_patch_commit(p, x), 0);
 	}
-	r.stop = 1;
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	ck_assert_msg(r.bad == 0, "%s: %lu of %lu calls returned neither value (last %#x)",
 		      ep_pool_backend(p), r.bad, r.calls, r.last_bad);

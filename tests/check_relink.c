@@ -142,7 +142,7 @@ static uintptr_t publish_leaf(struct ep_pool *p, uint32_t v)
 
 struct runner {
 	tu_fn f;
-	volatile int stop;
+	int stop; /* atomic */
 	unsigned long calls, odd;
 	int odd_value;
 };
@@ -151,10 +151,10 @@ static void *run(void *arg)
 {
 	struct runner *r = arg;
 
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
 		int v = r->f();
 
-		r->calls++;
+		__atomic_store_n(&r->calls, r->calls + 1, __ATOMIC_RELEASE);
 		if (v != 1 + 5 && v != 100 + 5) {
 			r->odd++;
 			r->odd_value = v;
@@ -181,7 +181,7 @@ START_TEST(test_publish_then_patch)
 
 	ck_assert_int_eq(r.f(), 6);
 	ck_assert_int_eq(pthread_create(&t, NULL, run, &r), 0);
-	while (!*(volatile unsigned long *)&r.calls)
+	while (!__atomic_load_n(&r.calls, __ATOMIC_ACQUIRE))
 		sched_yield(); /* (running before the first relink) */
 	int n = RUNNING_ON_VALGRIND ? 100 : 5000;
 
@@ -208,7 +208,7 @@ START_TEST(test_publish_then_patch)
 				  ((uintptr_t)img.exec + last) / PATCH_WORD);
 		ck_assert_int_eq(ep_patch_commit(p, img.exec), 0);
 	}
-	r.stop = 1;
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	ck_assert_msg(r.odd == 0, "%lu of %lu calls saw a torn call (last %d)", r.odd, r.calls,
 		      r.odd_value);
