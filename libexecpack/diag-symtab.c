@@ -176,6 +176,25 @@ int ep__symtab_find(uintptr_t addr, uintptr_t *lo, char *name_out)
 	return 0;
 }
 
+int ep__symtab_read(size_t slot, uintptr_t addr, char *name_out)
+{
+	uint64_t name[NAME_WORDS];
+	uintptr_t lo;
+	const struct sym_slot *s = slot < __atomic_load_n(&g_high, __ATOMIC_ACQUIRE)
+					   ? slot_at(slot) : NULL;
+
+	if (!s || !slot_read(s, addr, &lo, name) || lo != addr)
+		return 0;
+	const char *n = (const char *)name;
+	size_t nl = 0;
+
+	while (nl < sizeof(name) - 1 && n[nl])
+		nl++;
+	memcpy(name_out, n, nl);
+	name_out[nl] = 0;
+	return 1;
+}
+
 EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset)
 {
 	uintptr_t a = (uintptr_t)addr, lo = 0;

@@ -19,6 +19,8 @@ void ep__symtab_set(size_t slot, uintptr_t lo, uintptr_t hi, const char *name);
 /* The named range holding addr: 1, its start and its name (EP_NAME_MAX +
  * 1 bytes, NUL terminated); 0 if none.  Lock-free, async-signal-safe. */
 int ep__symtab_find(uintptr_t addr, uintptr_t *lo, char *name);
+/* The name in slot if its range starts at addr: 1 and the name; else 0. */
+int ep__symtab_read(size_t slot, uintptr_t addr, char *name);
 /* Under Valgrind, at exit: the ranges are no pointers to the leak scan. */
 void ep__symtab_hide(void);
 

@@ -58,6 +58,13 @@ struct ep__diag {
 
 static struct ep__diag *g_records; /* g_lock */
 
+/* Its slot in the names table, or SIZE_MAX (info.c's shortcut; read with
+ * the allocation's heap lock, under which names are set). */
+size_t ep__diag_name_slot(const struct ep__diag *d)
+{
+	return d && d->name ? d->slot : SIZE_MAX;
+}
+
 /* The record of an allocation, created on first use.  g_lock held. */
 static struct ep__diag *record_get(struct ep__diag **d)
 {

@@ -93,4 +93,7 @@ void ep__diag_fork_parent(void);
 void ep__diag_fork_child(void);
 void ep__diag_fork_reset(void);
 
+/* The names table's slot of d's name (diag-symtab.h), or SIZE_MAX. */
+size_t ep__diag_name_slot(const struct ep__diag *d);
+
 #endif /* EP_DIAG_H */

@@ -54,6 +54,21 @@ static size_t g_high;                  /* atomic: slots [0, g_high) may be in us
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* g_free, g_high's growth */
 static size_t *g_free, g_nfree, g_capfree;
 
+/*
+ * Where a reader looks first: the slot of the entry last written for a
+ * key, + 1 (0: none), in one table for allocations' first bytes and one
+ * for patch buffers.  A hint is a guess that the reader checks against the
+ * slot it names (another key may have taken its place since, or the entry
+ * changed); a miss falls back to the scan of every slot.
+ */
+#define HINTS ((size_t)1 << 16)
+static uint32_t *g_hints; /* atomic; 2 * HINTS, set once (g_lock) */
+
+static size_t hint_of(uintptr_t key)
+{
+	return (size_t)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> 48);
+}
+
 static struct info_slot *slot_at(size_t i)
 {
 	size_t q = i / SEG0 + 1;
@@ -75,12 +90,18 @@ int ep__info_claim(struct ep__alloc *a)
 		goto out;
 	}
 	if (g_nfree == 0 && g_capfree == 0) {
+		uint32_t *hints = calloc(2 * HINTS, sizeof(*hints));
+
 		g_free = malloc(64 * sizeof(*g_free));
-		if (!g_free) {
+		if (!g_free || !hints) {
+			free(g_free);
+			free(hints);
+			g_free = NULL;
 			rc = -ENOMEM;
 			goto out;
 		}
 		g_capfree = 64;
+		__atomic_store_n(&g_hints, hints, __ATOMIC_RELEASE);
 	}
 	size_t i = __atomic_load_n(&g_high, __ATOMIC_RELAXED), q = i / SEG0 + 1;
 	unsigned k = (unsigned)(63 - __builtin_clzl(q));
@@ -133,6 +154,7 @@ static void slot_write(struct info_slot *s, const struct ep__info_entry *e)
 	__atomic_store_n(&s->e.plo, e->plo, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->e.prw, e->prw, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->e.plen, e->plen, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->e.name, e->name, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->e.flags, e->flags, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->e.pool, e->pool, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->e.hi, e->hi, __ATOMIC_RELAXED);
@@ -159,6 +181,7 @@ int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
 		.exec = (uintptr_t)a->exec,
 		.flags = (a->pack ? 0 : EP__INFO_LARGE) | (a->staging ? 0 : EP__INFO_FINALIZED),
 		.pool = h->root,
+		.name = ep__diag_name_slot(a->diag) + 1, /* (SIZE_MAX + 1: 0) */
 	};
 
 	if (w && w->kept) {
@@ -172,6 +195,10 @@ int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
 		e.plen = w->win_len;
 	}
 	slot_write(slot_at(a->info - 1), &e);
+	__atomic_store_n(&g_hints[hint_of(e.lo)], (uint32_t)a->info, __ATOMIC_RELAXED);
+	if (e.plen)
+		__atomic_store_n(&g_hints[HINTS + hint_of(e.prw)], (uint32_t)a->info,
+				 __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -212,6 +239,7 @@ static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
 		e->plo = __atomic_load_n(&s->e.plo, __ATOMIC_RELAXED);
 		e->prw = __atomic_load_n(&s->e.prw, __ATOMIC_RELAXED);
 		e->plen = __atomic_load_n(&s->e.plen, __ATOMIC_RELAXED);
+		e->name = __atomic_load_n(&s->e.name, __ATOMIC_RELAXED);
 		e->flags = __atomic_load_n(&s->e.flags, __ATOMIC_RELAXED);
 		e->pool = __atomic_load_n(&s->e.pool, __ATOMIC_RELAXED);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -221,12 +249,23 @@ static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
 	return false;
 }
 
-/* The entry whose exec range (by_rw: patch buffer) holds addr. */
-static bool entry_find(uintptr_t addr, bool by_rw, struct ep__info_entry *e)
+/* The entry whose exec range (by_rw: patch buffer) holds addr; key: the
+ * allocation's first byte (by_rw: the buffer's), for the hint, or 0. */
+static bool entry_find(uintptr_t addr, bool by_rw, uintptr_t key, struct ep__info_entry *e)
 {
 	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
+	const uint32_t *hints = __atomic_load_n(&g_hints, __ATOMIC_ACQUIRE);
 
 	EP_YIELD("info find");
+	if (key && hints) {
+		size_t i = __atomic_load_n(&hints[(by_rw ? HINTS : 0) + hint_of(key)],
+					   __ATOMIC_RELAXED);
+		const struct info_slot *s = i && i <= high ? slot_at(i - 1) : NULL;
+
+		if (s && slot_read(s, e) && e->hi &&
+		    (by_rw ? e->plen && addr - e->prw < e->plen : e->lo == key))
+			return true;
+	}
 	for (size_t i = 0; i < high; i++) {
 		const struct info_slot *s = slot_at(i);
 
@@ -297,7 +336,7 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 
 	out->pool = h->root;
 	if (!p) {
-		have = entry_find(addr, false, &e);
+		have = entry_find(addr, false, 0, &e);
 		if (!have || !(e.flags & EP__INFO_LARGE))
 			return -ENOENT;
 		lo = e.lo;
@@ -342,7 +381,7 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 			out->size = hi - lo;
 			return 0;
 		}
-		have = entry_find(addr, false, &e);
+		have = entry_find(addr, false, base + s * CHUNK, &e);
 		if (have && (e.lo != lo || e.hi > hi))
 			have = false; /* an older allocation's entry */
 	}
@@ -359,8 +398,15 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 	}
 	/* the name, and with it exec where the record alone knows it (an
 	 * offset of EP_F_RANDOMIZE, within the first chunk, of a staged one) */
-	bool named = ep__symtab_find(have ? e.exec : addr, &nlo, name);
+	bool named = false;
 
+	if (have && e.name) {
+		/* (the entry names its slot: no scan of the table) */
+		named = ep__symtab_read(e.name - 1, e.exec, name);
+		nlo = e.exec;
+	}
+	if (!named && (!have || e.name))
+		named = ep__symtab_find(have ? e.exec : addr, &nlo, name);
 	for (uintptr_t x = lo; !named && !have && x < lo + CHUNK && x < hi; x += 16)
 		named = x != addr && ep__symtab_find(x, &nlo, name);
 	if (named && nlo >= lo && nlo < hi) {
@@ -419,7 +465,7 @@ EP_API int ep_lookup(const void *addr, struct ep_info *out)
 		return rc;
 	memset(out, 0, sizeof(*out));
 	/* a patch window or kept staging: the allocation of its exec twin */
-	if (entry_find(x, true, &e)) {
+	if (entry_find(x, true, x, &e)) {
 		rc = lookup_exec(e.plo + (x - e.prw), out);
 		if (rc != -ENOENT)
 			return rc;

@@ -28,6 +28,7 @@ struct ep__info_entry {
 	uintptr_t lo, hi, exec;
 	uintptr_t plo, prw;
 	size_t plen;
+	size_t name;   /* its name's slot in the names table + 1; 0: none */
 	unsigned flags;
 	struct ep_pool *pool;
 };

@@ -144,7 +144,7 @@ bool ep__rec_settle(struct ep__heap *h, struct ep__alloc *a)
 	if (!a->pack || a->staging || a->diag || a->offset || a->patch) {
 		/* info.c: finalized code with a record, for ep_lookup() (no
 		 * entry without memory: it is then reported not finalized) */
-		if (a->pack && !a->staging)
+		if (!a->staging && (a->pack || a->info))
 			(void)ep__info_update(h, a);
 		return true;
 	}
