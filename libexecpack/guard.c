@@ -99,6 +99,41 @@ void ep__alias_fill_keyed(ep_fill_fn fill, void *dst, size_t len, void *ctx)
 	window_close(was);
 }
 
+/*
+ * The caller's fill, where dst is in the alias: it runs with the key
+ * disabled, into a buffer on this stack, and the library copies what it
+ * wrote into the alias with the key allowed.  So a thread that the fill
+ * makes copies a disabled key (a thread copies its creator's PKRU), and
+ * nothing the fill does can reach the alias.  The buffer keeps dst's place
+ * in its page, and starts as the architecture's traps: a fill that writes
+ * less leaves those.
+ */
+void ep__fill_caller(ep_fill_fn fill, void *dst, size_t len, void *ctx)
+{
+	if (!window_depth) {
+		fill(dst, len, ctx); /* (no window: dst is not the alias) */
+		return;
+	}
+	enum { PAGE = 4096 }; /* (x86-64's) */
+	_Alignas(PAGE) unsigned char buf[PAGE];
+	unsigned shift = 2 * (unsigned)__atomic_load_n(&lib_key, __ATOMIC_RELAXED);
+	uint32_t open = rdpkru();
+	uint32_t closed = open | PKEY_DISABLE_ACCESS << shift;
+	unsigned char *d = dst;
+
+	while (len) {
+		size_t at = (uintptr_t)d % PAGE, n = PAGE - at < len ? PAGE - at : len;
+
+		wrpkru(closed);
+		ep__fill_with(ep__fill_default, buf + at, n, NULL);
+		fill(buf + at, n, ctx);
+		wrpkru(open);
+		memcpy(d, buf + at, n);
+		d += n;
+		len -= n;
+	}
+}
+
 void ep__alias_copy_keyed(void *dst, const void *src, size_t len)
 {
 	uint32_t was = window_open();
@@ -195,6 +230,11 @@ void ep__alias_fill_keyed(ep_fill_fn fill, void *dst, size_t len, void *ctx)
 void ep__alias_copy_keyed(void *dst, const void *src, size_t len)
 {
 	ep__copy_code(dst, src, len);
+}
+
+void ep__fill_caller(ep_fill_fn fill, void *dst, size_t len, void *ctx)
+{
+	fill(dst, len, ctx);
 }
 #endif
 

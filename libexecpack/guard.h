@@ -31,9 +31,11 @@
  * window disables the key whatever it found: a thread that had allowed the
  * key itself (WRPKRU) is covered again after its first copy.
  * A signal handler that interrupts a window runs with the key disabled,
- * and opens a window of its own if it calls the library.  Not covered: a
- * thread that allows the key itself (the WRPKRU gadget of libexecpack(7)),
- * and a fill function that never returns to its window's end.
+ * and opens a window of its own if it calls the library.  The caller's
+ * fill (ep_config.fill) never runs in a window: ep__fill_caller() closes
+ * the key around it and copies what it wrote, so that a thread it makes
+ * starts with the key disabled.  Not covered: a thread that allows the key
+ * itself (the WRPKRU gadget of libexecpack(7)).
  */
 #ifndef EP_GUARD_H
 #define EP_GUARD_H
@@ -51,6 +53,10 @@
 /* The same, in a window that allows the key (guard.c; EP_GUARD_PKEY only). */
 void ep__alias_fill_keyed(ep_fill_fn fill, void *dst, size_t len, void *ctx);
 void ep__alias_copy_keyed(void *dst, const void *src, size_t len);
+
+/* The caller's fill(dst, len, ctx), called by a fill that may run in a
+ * window: inside one, with the key disabled, through a buffer (guard.c). */
+void ep__fill_caller(ep_fill_fn fill, void *dst, size_t len, void *ctx);
 
 /*
  * Every access through an alias of guards goes through one of these two:

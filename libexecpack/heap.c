@@ -96,7 +96,7 @@ static void fill_guarded(void *dst, size_t len, void *ctx)
 	const struct ep__heap *first = ctx;
 
 	ep__in_fill++;
-	first->user_fill(dst, len, first->user_fill_ctx);
+	ep__fill_caller(first->user_fill, dst, len, first->user_fill_ctx);
 	ep__in_fill--;
 }
 

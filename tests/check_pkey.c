@@ -22,6 +22,9 @@
  *   calls     ep_write (staged and live), ep_finalize, ep_shrink, ep_free
  *             (own and from another thread), a large allocation and a
  *             growing pack work with the key on, and each alias faults;
+ *   fill      a thread that the pool's fill function makes (the fill runs
+ *             while the library writes the alias) has the key disabled for
+ *             its whole life, and the fill's traps still land;
  *   pkru      the library's calls leave the thread's PKRU as it was (its
  *             own keys untouched); a thread that allowed the key itself has
  *             it disabled again after its first call;
@@ -813,6 +816,71 @@ START_TEST(test_off)
 }
 END_TEST
 
+/*
+ * A fill function that makes a thread: the thread outlives the fill and
+ * probes the alias afterwards (the fill runs as the library refills freed
+ * code through the alias; a thread copies its creator's PKRU).
+ */
+struct spawned {
+	pthread_t t;
+	void *target; /* the alias to probe */
+	int go, made;
+	int code, key;
+	uint32_t pkru; /* its PKRU at its start */
+};
+
+static struct spawned g_spawned;
+static int g_spawn_armed;
+
+static void *spawned_main(void *arg)
+{
+	struct spawned *s = arg;
+
+	s->pkru = rdpkru();
+	while (!__atomic_load_n(&s->go, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	s->code = probe(s->target, true, 0x90, &s->key);
+	return NULL;
+}
+
+static void spawning_fill(void *dst, size_t len, void *ctx)
+{
+	(void)ctx;
+	if (__atomic_exchange_n(&g_spawn_armed, 0, __ATOMIC_ACQ_REL))
+		g_spawned.made = pthread_create(&g_spawned.t, NULL, spawned_main, &g_spawned) == 0;
+	TU_FILL(dst, len, NULL);
+}
+
+START_TEST(test_fill_thread_faults)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .fill = spawning_fill };
+	struct ep_pool *pool = NULL;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
+	void *keep = jit(pool, 64, 5);
+	void *gone = jit(pool, 256, 6);
+	int key = assert_guarded(keep, 64);
+
+	memset(&g_spawned, 0, sizeof(g_spawned));
+	g_spawned.target = alias_of(keep);
+	__atomic_store_n(&g_spawn_armed, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(ep_free(pool, gone), 0); /* (the refill: the fill runs) */
+	ck_assert_int_eq(g_spawn_armed, 0);
+	ck_assert(g_spawned.made);
+	ck_assert_msg(tu_is_trap(gone, 256), "the fill's traps are not in the freed code");
+	__atomic_store_n(&g_spawned.go, 1, __ATOMIC_RELEASE);
+	ck_assert_int_eq(pthread_join(g_spawned.t, NULL), 0);
+	ck_assert_msg((g_spawned.pkru >> (2 * key)) & 1,
+		      "a thread made in the fill started with the key allowed (PKRU %#x)",
+		      g_spawned.pkru);
+	ck_assert_int_eq(g_spawned.code, SEGV_PKUERR);
+	ck_assert_int_eq(g_spawned.key, key);
+	ck_assert_int_eq(run(keep, 64), 5);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 static Suite *pkey_suite(void)
 {
 	Suite *s = suite_create("pkey");
@@ -828,6 +896,7 @@ static Suite *pkey_suite(void)
 	tcase_add_loop_test(tc, test_paths, 0, NPATHS);
 	tcase_add_test(tc, test_calls_memfd);
 	tcase_add_test(tc, test_calls_hugetlb);
+	tcase_add_test(tc, test_fill_thread_faults);
 	tcase_add_test(tc, test_pkru_kept);
 	tcase_add_test(tc, test_uncovered_thread_covered_again);
 	tcase_add_test(tc, test_kernel_refuses);
