@@ -39,8 +39,9 @@
  * FREEING is made without it.  So
  *   - no call acts on an allocation another call is freeing: a lock holder
  *     that finds FREEING (or NONE) fails with -EINVAL and changes nothing;
- *     a lock-free free that finds BUSY waits for the holder's step to end
- *     (a holder never waits for a lock-free free: no cycle);
+ *     a lock-free free that finds BUSY spins briefly for the holder's
+ *     step to end, then takes the lock's path, which sleeps (a holder
+ *     never waits for a lock-free free: no cycle);
  *   - a free never runs twice: only one CAS out of PLAIN can win, and a
  *     lock holder frees only what it found REC or made BUSY itself;
  *   - a double free changes nothing: it finds NONE or FREEING and fails
@@ -85,6 +86,7 @@
 
 #include "interleave.h"
 #include "types.h"
+#include "wait.h"
 
 enum {
 	EP__ST_NONE = 0,
@@ -185,8 +187,9 @@ static inline void ep__st_gone(struct ep__pack *p, size_t c)
  * No lock, p pinned (remote.c): claim the allocation at c for a free, for
  * good.  0: claimed (FREEING),
  * and *n its length as the byte keeps it (ep__st_len()); 1: it has a
- * record, free it under the heap's lock; -EINVAL: not live.  BUSY is
- * waited out: its holder is inside one short step.
+ * record, or BUSY for longer than a short spin: free it under the heap's
+ * lock, whose wait sleeps (the BUSY holder holds that lock; it may be in a
+ * caller's fill); -EINVAL: not live.
  */
 static inline int ep__st_claim_free(struct ep__pack *p, size_t c, size_t *n)
 {
@@ -207,7 +210,8 @@ static inline int ep__st_claim_free(struct ep__pack *p, size_t c, size_t *n)
 		}
 		if ((s & EP__ST_MASK) != EP__ST_BUSY)
 			return -EINVAL;
-		EP_WAIT(spins, "state busy");
+		if (!EP_SPIN(spins, "state busy"))
+			return 1;
 	}
 }
 

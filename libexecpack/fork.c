@@ -52,6 +52,7 @@
 #include "region.h"
 #include "remote.h"
 #include "track.h"
+#include "wait.h"
 
 static pthread_mutex_t g_roots_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_pool *g_roots; /* every pool (g_roots_lock) */
@@ -78,7 +79,7 @@ static void child_take_over(void)
 	for (struct ep__heap *h = g_pools; h; h = h->gnext)
 		ep__heap_each_region(h, own_now);
 	if (ep__fork_mark)
-		__atomic_store_n(ep__fork_mark, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(ep__fork_mark, 1, __ATOMIC_RELEASE);
 }
 
 /* Holding every lock across fork() means no change is half-done in the
@@ -225,9 +226,11 @@ void ep__fork_missed(void)
 
 	if (!__atomic_compare_exchange_n(ep__fork_mark, &zero, 2, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
-		for (unsigned spins = 0; __atomic_load_n(ep__fork_mark, __ATOMIC_ACQUIRE) != 1;
+		/* (its copies take long: a spin, then a sleep until woken) */
+		for (unsigned spins = 0, m; (m = __atomic_load_n(ep__fork_mark, __ATOMIC_ACQUIRE)) != 1;
 		     spins++)
-			EP_WAIT(spins, "fork reset");
+			if (!EP_SPIN(spins, "fork reset"))
+				ep__futex_wait(ep__fork_mark, m, NULL);
 		return;
 	}
 	pthread_mutex_init(&g_roots_lock, NULL);
@@ -251,6 +254,7 @@ void ep__fork_missed(void)
 	close_pipe();
 	ep__diag_fork_child();
 	child_take_over(); /* (the mark is 1 from here) */
+	ep__futex_wake(ep__fork_mark); /* the child's other threads */
 	atfork_unlock();
 }
 

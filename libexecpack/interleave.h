@@ -16,8 +16,6 @@
 #ifndef EP_INTERLEAVE_H
 #define EP_INTERLEAVE_H
 
-#include <sched.h>
-
 #include "arch.h"
 
 #ifdef EP_INTERLEAVE
@@ -34,12 +32,6 @@ void ep__il_leave(const void *lock);
 #define EP_IL_LEAVE(l) ((void)(l))
 #endif
 
-/* Waiting for another thread to finish a short step (no lock is held):
- * a pause, then the CPU given up; a scheduler's turn in the test build. */
-#ifdef EP_INTERLEAVE
-#define EP_WAIT(spins, where) ((void)(spins), ep__il_blocked(where))
-#else
-#define EP_WAIT(spins, where) ((spins) < 64 ? ep__cpu_relax() : (void)sched_yield())
-#endif
+/* (waiting for another thread: wait.h) */
 
 #endif /* EP_INTERLEAVE_H */

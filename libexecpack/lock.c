@@ -1,21 +1,29 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * lock.c - the slow half of the heap lock's bias (lock.h): revoking it,
- * and whether this process can bias at all.
+ * and whether this process can bias at all; the barrier on every thread
+ * that revoking and some waits (wait.h) need.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <linux/membarrier.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lock.h"
 
 __thread char ep__self_anchor __attribute__((tls_model("initial-exec")));
 int ep__bias_ok;
+
+#if defined(__x86_64__) || defined(__i386__)
+#define EP__LOCK_BIAS 1
+#else
+#define EP__LOCK_BIAS 0
+#endif
 
 #ifdef EP_LOCK_TEST
 /* check_lock's build only: revoke with the mprotect() fallback barrier */
@@ -33,7 +41,7 @@ static int ep__membarrier(int cmd)
 }
 #endif
 
-/* A page of our own whose protection heavy_barrier() may change. */
+/* A page of our own whose protection ep__barrier_all() may change (x86). */
 static unsigned char *g_barrier_page;
 static size_t g_barrier_len;
 
@@ -42,7 +50,10 @@ static int protect(int prot)
 	for (int tries = 0; tries < 1000; tries++) {
 		if (mprotect(g_barrier_page, g_barrier_len, prot) == 0)
 			return 0;
-		sched_yield();
+		/* (the kernel short of memory for a moment: not a spin) */
+		struct timespec ts = { 0, 20 * 1000 };
+
+		nanosleep(&ts, NULL);
 	}
 	return -1;
 }
@@ -50,22 +61,37 @@ static int protect(int prot)
 /*
  * Every running thread of this process passes a full memory barrier before
  * this returns (membarrier(2), registered in ep__lock_setup()).  Should the
- * call fail after all (a seccomp filter installed later), changing a page's
- * protection makes the kernel interrupt every CPU that runs this process to
- * flush its TLB, which serves as the barrier there.  Fails closed: if that
- * cannot be done either, the process stops rather than let two threads in.
+ * call fail after all (a seccomp filter installed later), on x86 changing a
+ * page's protection makes the kernel interrupt every CPU that runs this
+ * process to flush its TLB, which serves as the barrier there.  Not
+ * elsewhere: arm64 invalidates TLBs by a broadcast instruction that
+ * interrupts nobody, and so may others; false then.
  */
-static void heavy_barrier(void)
+bool ep__barrier_all(void)
 {
 	if (!ep__lock_test_no_membarrier) {
 		if (ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
-			return;
+			return true;
 		if (ep__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
 		    ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
-			return;
+			return true;
 	}
-	__atomic_store_n(g_barrier_page, 1, __ATOMIC_SEQ_CST);
-	if (protect(PROT_READ) == 0 && protect(PROT_READ | PROT_WRITE) == 0)
+#if defined(__x86_64__) || defined(__i386__)
+	if (g_barrier_page) {
+		__atomic_store_n(g_barrier_page, 1, __ATOMIC_SEQ_CST);
+		if (protect(PROT_READ) == 0 && protect(PROT_READ | PROT_WRITE) == 0)
+			return true;
+	}
+#endif
+	return false;
+}
+
+/* For a revocation, which cannot go on without it: fails closed, the
+ * process stops rather than let two threads in.  (x86 only: there is no
+ * bias elsewhere, lock.h.) */
+static void heavy_barrier(void)
+{
+	if (ep__barrier_all())
 		return;
 	static const char msg[] =
 		"libexecpack: no memory barrier can be issued (membarrier and mprotect fail)\n";
@@ -74,12 +100,13 @@ static void heavy_barrier(void)
 	abort();
 }
 
-/* Called by ep_pool_create() (under its once-lock) and in fork children. */
+/* Called by ep_pool_create() (under its once-lock) and in fork children.
+ * The bias is x86's only (lock.h). */
 void ep__lock_setup(void)
 {
 	int ok = 0;
 
-	if (!ep__under_valgrind()) {
+	if (!ep__under_valgrind() && EP__LOCK_BIAS) {
 		int cmds = ep__membarrier(MEMBARRIER_CMD_QUERY);
 
 		ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
@@ -107,13 +134,31 @@ void ep__lock_revoke(struct ep__lock *l)
 {
 	__atomic_store_n(&l->revoked, 1, __ATOMIC_RELAXED);
 	heavy_barrier();
-	/* the owner is out, or will see revoked and take the word instead */
-	for (unsigned spins = 0; __atomic_load_n(&l->owner_in, __ATOMIC_ACQUIRE); spins++)
-		EP_WAIT(spins, "lock revoke");
+	/* the owner is out, or will see revoked and take the word instead;
+	 * it may hold the lock for long (a caller's fill, a new pack's mmap,
+	 * a copy after fork): sleep then, until its ep__lock_owner_out() */
+	for (unsigned spins = 0; __atomic_load_n(&l->owner_in, __ATOMIC_ACQUIRE); spins++) {
+		if (EP_SPIN(spins, "lock revoke"))
+			continue;
+		__atomic_store_n(&l->sleeper, 1, __ATOMIC_RELAXED);
+		/* the owner's store of owner_in then load of sleeper, against
+		 * this store then load: either it sees the flag and wakes us,
+		 * or we see it out */
+		heavy_barrier();
+		while (__atomic_load_n(&l->owner_in, __ATOMIC_ACQUIRE))
+			ep__futex_wait(&l->owner_in, 1, NULL);
+		__atomic_store_n(&l->sleeper, 0, __ATOMIC_RELAXED);
+		break;
+	}
 	if (++l->foreign >= FOREIGN_MAX)
 		__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED); /* revoked stays set */
 	else
 		l->revoking = 1; /* given back at unlock */
+}
+
+void ep__lock_wake_revoker(struct ep__lock *l)
+{
+	ep__futex_wake(&l->owner_in);
 }
 
 void ep__lock_word(struct ep__lock *l)

@@ -6,22 +6,31 @@
  * thread may be asleep on it).  A contended locker spins briefly, then
  * sleeps in futex(2); unlock wakes one sleeper.
  *
- * Bias: a heap is almost always used by the one thread it belongs to, and a
- * locked instruction costs more than its cycles (it waits for the stores
- * before it, a refill, a copy, to leave the store buffer).  So the first
- * thread to take a lock becomes its owner, once and for good, and the owner
- * takes and gives it back with plain stores: it says it is inside
- * (owner_in = 1), then checks that nobody revoked the bias.  Any other
- * thread takes the word, sets revoked, makes every thread of the process
- * pass a full memory barrier (membarrier(2): either the owner sees revoked,
- * or the revoker sees owner_in), and waits for the owner to be out; at its
- * unlock it clears revoked again.  After four revocations the bias is
- * dropped for good (owner NULL, revoked set): a plain futex lock.  The owner
- * never changes to another thread: a thread that read "owner == me" and was
- * preempted can only ever race the revokers of its own bias, and owner_in
- * is written by that one thread only.  design.md has the proof; the
- * interleaving test replays the schedule that broke the rebiasing this
+ * Bias (x86 only): a heap is almost always used by the one thread it
+ * belongs to, and an x86 locked instruction costs more than its cycles (it
+ * waits for the stores before it, a refill, a copy, to leave the store
+ * buffer).  So the first thread to take a lock becomes its owner, once and
+ * for good, and the owner takes and gives it back with plain stores: it
+ * says it is inside (owner_in = 1), then checks that nobody revoked the
+ * bias.  Any other thread takes the word, sets revoked, makes every thread
+ * of the process pass a full memory barrier (membarrier(2), or the
+ * mprotect() fallback of lock.c: either the owner sees revoked, or the
+ * revoker sees owner_in), and waits for the owner to be out: it spins
+ * briefly, then sleeps in futex(2) on owner_in, and the owner's unlock
+ * wakes it (wait.h; the flag "sleeper" says it sleeps).  At its unlock the
+ * revoker clears revoked again.  After four revocations the bias is
+ * dropped for good (owner NULL, revoked set): a plain futex lock.  The
+ * owner never changes to another thread: a thread that read "owner == me"
+ * and was preempted can only ever race the revokers of its own bias, and
+ * owner_in is written by that one thread only.  design.md has the proof;
+ * the interleaving test replays the schedule that broke the rebiasing this
  * lock once had.
+ *
+ * Elsewhere there is no bias: an acquiring compare-and-swap does not wait
+ * for the store buffer there (arm64, riscv64), and the fallback barrier is
+ * none (arm64 invalidates TLBs by broadcast, without interrupting the
+ * other CPUs), so nothing could revoke a bias once membarrier(2) is
+ * refused.
  *
  * Helgrind is told what the lock is (it does not see atomics); under
  * Valgrind there is no bias.  The interleaving test build (interleave.h)
@@ -40,6 +49,7 @@
 
 #include "interleave.h"
 #include "internal.h"
+#include "wait.h"
 
 #ifdef HAVE_VALGRIND_HELGRIND_H
 #include <valgrind/helgrind.h>
@@ -60,6 +70,7 @@ struct ep__lock {
 	const void *owner; /* the owning thread (ep__self()), set once; or NULL */
 	int owner_in;      /* the owner holds the lock without the word */
 	int revoked;       /* the owner must take the word */
+	int sleeper;       /* a revoker sleeps on owner_in: the owner wakes it */
 	/* with the word held: */
 	unsigned foreign;  /* times another thread revoked the bias */
 	int revoking;      /* this holder revoked it until its unlock */
@@ -90,6 +101,7 @@ static inline void ep__lock_reset(struct ep__lock *l)
 	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
 	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->sleeper, 0, __ATOMIC_RELAXED);
 	l->foreign = 0;
 	l->revoking = 0;
 }
@@ -143,6 +155,20 @@ static inline void ep__lock_slow(struct ep__lock *l)
  * the owner, or an owner whose bias was revoked). */
 void ep__lock_word(struct ep__lock *l);
 
+/* Out of line, rarely: wake the revoker asleep on owner_in. */
+void ep__lock_wake_revoker(struct ep__lock *l) __attribute__((cold));
+
+/* The owner is out: a revoker that fell asleep waiting for that is woken.
+ * Only a compiler barrier between the store and the load: the sleeper's
+ * ep__barrier_all() is the other half (lock.c, ep__lock_revoke()). */
+static inline void ep__lock_owner_out(struct ep__lock *l)
+{
+	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(__atomic_load_n(&l->sleeper, __ATOMIC_RELAXED), 0))
+		ep__lock_wake_revoker(l);
+}
+
 /* Inline only the owner's path: with the word's path in the same
  * function, every call saved and restored registers it never used. */
 static inline void ep__lock(struct ep__lock *l)
@@ -158,7 +184,7 @@ static inline void ep__lock(struct ep__lock *l)
 			EP_IL_ENTER(l);
 			return;
 		}
-		__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELEASE);
+		ep__lock_owner_out(l);
 	}
 	ep__lock_word(l);
 }
@@ -168,7 +194,7 @@ static inline void ep__unlock(struct ep__lock *l)
 	EP_IL_LEAVE(l);
 	if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == ep__self() &&
 	    __atomic_load_n(&l->owner_in, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELEASE);
+		ep__lock_owner_out(l);
 		EP_YIELD("unlock");
 		return;
 	}
@@ -184,10 +210,11 @@ static inline void ep__unlock(struct ep__lock *l)
 }
 
 /*
- * The library's pthread mutexes (pool list, heaps list, thread records,
- * diagnostics), through one pair of calls so that the interleaving build
- * can schedule around them and the fork handlers' list (fork.c) is the
- * complete set.
+ * The library's pthread mutexes (the lists of pools and heaps, the thread
+ * records, meta.c's lock), through one pair of calls so that the
+ * interleaving build can schedule around them.  diag.c's lock is taken
+ * with pthread_mutex_lock() directly; the fork handlers take it through
+ * ep__diag_fork_prepare().
  */
 static inline void ep__mutex_lock(pthread_mutex_t *m)
 {

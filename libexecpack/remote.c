@@ -63,6 +63,7 @@
 #include "remote.h"
 #include "thread.h"
 #include "track.h"
+#include "wait.h"
 
 /* ep__alloc_end() (lookup.c) on maps the owner may be changing: retried
  * while the pack's seq is odd or moved (a sequence lock's reader). */
@@ -72,7 +73,16 @@ static size_t racy_end(const struct ep__pack *p, size_t pos)
 		unsigned s = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
 
 		if (s & 1) {
-			EP_WAIT(spins, "pack seq");
+			/* the owner is inside a few bitmap stores; only its
+			 * preemption makes this long.  Its end (pack.h) is on
+			 * every allocation and free, with no barrier to read a
+			 * sleeper's flag after: the sleep is timed, and gives
+			 * the CPU to that owner meanwhile */
+			if (!EP_SPIN(spins, "pack seq")) {
+				struct timespec ts = { 0, 50 * 1000 };
+
+				ep__futex_wait(&p->seq, s, &ts);
+			}
 			continue;
 		}
 		/* (commit.c grows it) */
@@ -153,7 +163,11 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	queue(h, p, c);
 unpin:
 	EP_YIELD("remote unpin");
-	__atomic_sub_fetch(&p->pins, 1, __ATOMIC_SEQ_CST);
+	/* a fork() waits for this (ep__remote_gate()): wake it if it sleeps
+	 * (seq_cst both, against its store of the flag then load) */
+	if (__atomic_sub_fetch(&p->pins, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&h->remote_gate_sleeps, __ATOMIC_SEQ_CST))
+		ep__futex_wake(&p->pins);
 	/* the heap's thread has exited: nobody would give the chunks back
 	 * soon, so this free does, under the lock */
 	if (rc == 0 && ep__heap_orphaned(h)) {
@@ -201,20 +215,31 @@ void ep__remote_drain(struct ep__heap *h)
 /* No lock-free free is under way once every pack is unpinned: a free pins
  * its pack, then reads the gate (seq_cst both, as the gate's store and the
  * loads of the pins here).  With the heap's lock, so every pack struct is
- * on one of the two lists. */
-static void wait_unpinned(struct ep__pack *p)
+ * on one of the two lists.  A free may be in a caller's fill: a spin, then
+ * a sleep that the free's unpin wakes (it reads remote_gate_sleeps after
+ * its seq_cst unpin, as this sets it before its seq_cst loads). */
+static void wait_unpinned(struct ep__heap *h, struct ep__pack *p)
 {
-	for (unsigned spins = 0; __atomic_load_n(&p->pins, __ATOMIC_SEQ_CST); spins++)
-		EP_WAIT(spins, "remote gate");
+	unsigned n;
+
+	for (unsigned spins = 0; (n = __atomic_load_n(&p->pins, __ATOMIC_SEQ_CST)); spins++) {
+		if (EP_SPIN(spins, "remote gate"))
+			continue;
+		__atomic_store_n(&h->remote_gate_sleeps, 1, __ATOMIC_SEQ_CST);
+		while ((n = __atomic_load_n(&p->pins, __ATOMIC_SEQ_CST)))
+			ep__futex_wait(&p->pins, n, NULL);
+		break;
+	}
 }
 
 void ep__remote_gate(struct ep__heap *h)
 {
 	__atomic_store_n(&h->remote_gated, 1, __ATOMIC_SEQ_CST);
 	for (struct ep__pack *p = h->head; p; p = p->next)
-		wait_unpinned(p);
+		wait_unpinned(h, p);
 	for (struct ep__pack *p = h->spare_packs; p; p = p->next)
-		wait_unpinned(p);
+		wait_unpinned(h, p);
+	__atomic_store_n(&h->remote_gate_sleeps, 0, __ATOMIC_RELAXED);
 }
 
 void ep__remote_ungate(struct ep__heap *h)

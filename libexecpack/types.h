@@ -153,6 +153,7 @@ struct ep__heap {
 	uint64_t remote_frees, remote_used_out;
 	struct ep__pack *remote;
 	int remote_gated;
+	int remote_gate_sleeps; /* a fork() sleeps on a pack's pins */
 	char pad1[64];
 	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
 	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */

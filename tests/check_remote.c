@@ -72,16 +72,29 @@ static void worker_start(struct worker *w)
 	ck_assert_int_eq(pthread_create(&w->t, NULL, worker_main, w), 0);
 }
 
-/* Run job(arg) on the worker's thread and wait for it. */
-static void worker_do(struct worker *w, void (*job)(void *), void *arg)
+/* Hand job(arg) to the worker's thread; worker_wait() for its end. */
+static void worker_post(struct worker *w, void (*job)(void *), void *arg)
 {
 	pthread_mutex_lock(&w->m);
 	w->job = job;
 	w->arg = arg;
 	pthread_cond_broadcast(&w->c);
+	pthread_mutex_unlock(&w->m);
+}
+
+static void worker_wait(struct worker *w)
+{
+	pthread_mutex_lock(&w->m);
 	while (w->job)
 		pthread_cond_wait(&w->c, &w->m);
 	pthread_mutex_unlock(&w->m);
+}
+
+/* Run job(arg) on the worker's thread and wait for it. */
+static void worker_do(struct worker *w, void (*job)(void *), void *arg)
+{
+	worker_post(w, job, arg);
+	worker_wait(w);
 }
 
 static void worker_stop(struct worker *w)
@@ -737,6 +750,164 @@ START_TEST(test_fork_during_remote_frees)
 }
 END_TEST
 
+/* ---- waits sleep ---------------------------------------------------------- */
+
+static int g_slow_armed;  /* the next fill sleeps 1 s first */
+static int g_slow_inside; /* a fill is asleep now */
+
+static void slow_fill(void *dst, size_t len, void *ctx)
+{
+	(void)ctx;
+	if (__atomic_exchange_n(&g_slow_armed, 0, __ATOMIC_ACQ_REL)) {
+		struct timespec ts = { 1, 0 };
+
+		__atomic_store_n(&g_slow_inside, 1, __ATOMIC_RELEASE);
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+	TU_FILL(dst, len, NULL);
+}
+
+static double clock_s(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A call whose fill sleeps 1 s. */
+struct slow_job {
+	struct ep_pool *pool;
+	void *exec;
+	int shrink; /* ep_shrink() to 64 bytes; else ep_free() */
+	int rc;
+};
+
+static void slow_job(void *arg)
+{
+	struct slow_job *j = arg;
+
+	__atomic_store_n(&g_slow_armed, 1, __ATOMIC_RELEASE);
+	j->rc = j->shrink ? ep_shrink(j->pool, j->exec, 64) : ep_free(j->pool, j->exec);
+}
+
+static void *slow_thread(void *arg)
+{
+	slow_job(arg);
+	return NULL;
+}
+
+static void wait_slow_inside(void)
+{
+	while (!__atomic_load_n(&g_slow_inside, __ATOMIC_ACQUIRE))
+		usleep(1000);
+}
+
+static void one_staged_job(void *arg)
+{
+	struct batch *b = arg;
+	struct ep_image img;
+
+	b->rc = ep_alloc(b->pool, b->size, &img);
+	b->exec[0] = img.exec;
+}
+
+/* How long the waiting call took, and the CPU its thread burned meanwhile. */
+struct waited {
+	double wall, cpu;
+};
+
+#define MEASURE(w, call)                                                   \
+	do {                                                               \
+		double c0_ = clock_s(CLOCK_THREAD_CPUTIME_ID);             \
+		double t0_ = clock_s(CLOCK_MONOTONIC);                     \
+		call;                                                      \
+		(w).wall = clock_s(CLOCK_MONOTONIC) - t0_;                 \
+		(w).cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0_;          \
+	} while (0)
+
+static void check_slept(const char *what, struct waited w)
+{
+	printf("%s: waited %.3f s, burned %.4f s of CPU (%.2f%%)\n", what, w.wall, w.cpu,
+	       100 * w.cpu / w.wall);
+	ck_assert_msg(w.wall > 0.5, "%s: waited only %.3f s: no wait was provoked", what, w.wall);
+	ck_assert_msg(w.cpu <= 0.05 * w.wall, "%s: burned %.3f s of CPU in a %.3f s wait", what,
+		      w.cpu, w.wall);
+}
+
+static const char *const wait_kinds[] = { "revocation", "busy", "fork gate" };
+
+/*
+ * A thread waits while another's fill sleeps 1 s; it must sleep too.
+ *   0 revocation: the owner frees its own code, holding its heap's lock on
+ *     the bias's fast path across the fill; this thread frees the owner's
+ *     allocation that has a record (the lock's path: it revokes the bias).
+ *   1 BUSY: the owner shrinks a finalized allocation (BUSY across the
+ *     fill); this thread frees it (lock-free first, it finds BUSY).
+ *   2 fork gate: a third thread frees the owner's finalized code without
+ *     the lock (the refill is the slow fill); this thread forks meanwhile.
+ */
+START_TEST(test_wait_sleeps_behind_slow_fill)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .fill = slow_fill };
+	struct ep_pool *pool;
+	int rc = ep_pool_create(&cfg, &pool);
+
+	if (rc) {
+		printf("SKIP %s: memfd: %s\n", wait_kinds[_i], ep_strerror(rc));
+		return;
+	}
+	struct worker w;
+	struct batch b = { .pool = pool, .n = 2, .size = 256 };
+	struct batch r = { .pool = pool, .size = 256 };
+
+	worker_start(&w);
+	worker_do(&w, jit_job, &b);
+	ck_assert_int_eq(b.rc, 0);
+	worker_do(&w, one_staged_job, &r); /* (unfinalized: it has a record) */
+	ck_assert_int_eq(r.rc, 0);
+
+	struct slow_job j = { .pool = pool, .exec = b.exec[0], .shrink = _i == 1 };
+	struct waited wt;
+	pthread_t t;
+
+	__atomic_store_n(&g_slow_inside, 0, __ATOMIC_RELEASE);
+	if (_i == 2)
+		ck_assert_int_eq(pthread_create(&t, NULL, slow_thread, &j), 0);
+	else
+		worker_post(&w, slow_job, &j);
+	wait_slow_inside();
+	if (_i == 0) {
+		MEASURE(wt, rc = ep_free(pool, r.exec[0]));
+	} else if (_i == 1) {
+		MEASURE(wt, rc = ep_free(pool, b.exec[0]));
+	} else {
+		pid_t pid;
+
+		MEASURE(wt, pid = fork());
+		if (pid == 0)
+			_exit(0);
+		ck_assert_int_gt(pid, 0);
+		ck_assert_int_eq(rel_wait(pid), 0);
+		rc = ep_free(pool, r.exec[0]);
+	}
+	if (_i == 2)
+		pthread_join(t, NULL);
+	else
+		worker_wait(&w);
+	ck_assert_int_eq(j.rc, 0);
+	ck_assert_int_eq(rc, 0);
+	check_slept(wait_kinds[_i], wt);
+	ck_assert_int_eq(ep_free(pool, b.exec[1]), 0);
+	if (_i != 1)
+		ck_assert_int_eq(ep_free(pool, b.exec[0]), -EINVAL);
+	worker_stop(&w);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 static Suite *remote_suite(void)
 {
 	Suite *s = suite_create("remote");
@@ -754,6 +925,7 @@ static Suite *remote_suite(void)
 	tcase_add_test(tc, test_remote_free_idle_owner);
 	tcase_add_test(tc, test_remote_ring_8);
 	tcase_add_test(tc, test_fork_during_remote_frees);
+	tcase_add_loop_test(tc, test_wait_sleeps_behind_slow_fill, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
