@@ -16,8 +16,9 @@
  * the copy if the sequence was even and the same before and after; a slot
  * that stays odd (its writer interrupted by the very handler that reads) is
  * passed over after a bounded number of tries.  Free slots are kept on a
- * stack under a mutex that is only taken with a heap lock held, so fork(),
- * which takes every heap lock first, never finds it held.
+ * stack under a mutex that the fork handlers take too (fork.c): a pool's
+ * destroy drops its records after its heaps left the handlers' list, so a
+ * heap lock alone would not keep it free at fork().
  *
  * A staging buffer's address (before ep_finalize()) is looked up under the
  * heap locks, record by record: staging buffers change on every ep_alloc()
@@ -51,7 +52,7 @@ struct info_slot {
 
 static struct info_slot *g_seg[NSEG]; /* atomic, each set once */
 static size_t g_high;                  /* atomic: slots [0, g_high) may be in use */
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* g_free, g_high's growth */
+pthread_mutex_t ep__info_lock = PTHREAD_MUTEX_INITIALIZER; /* g_free, g_high's growth */
 static size_t *g_free, g_nfree, g_capfree;
 
 /*
@@ -84,7 +85,7 @@ int ep__info_claim(struct ep__alloc *a)
 		return 0;
 	int rc = 0;
 
-	ep__mutex_lock(&g_lock);
+	ep__mutex_lock(&ep__info_lock);
 	if (g_nfree) {
 		a->info = g_free[--g_nfree] + 1;
 		goto out;
@@ -135,7 +136,7 @@ int ep__info_claim(struct ep__alloc *a)
 	__atomic_store_n(&g_high, i + 1, __ATOMIC_RELEASE);
 	a->info = i + 1;
 out:
-	ep__mutex_unlock(&g_lock);
+	ep__mutex_unlock(&ep__info_lock);
 	return rc;
 }
 
@@ -207,9 +208,9 @@ void ep__info_drop(struct ep__alloc *a)
 	if (!a->info)
 		return;
 	slot_write(slot_at(a->info - 1), NULL);
-	ep__mutex_lock(&g_lock);
+	ep__mutex_lock(&ep__info_lock);
 	g_free[g_nfree++] = a->info - 1; /* (room was made at the claim) */
-	ep__mutex_unlock(&g_lock);
+	ep__mutex_unlock(&ep__info_lock);
 	a->info = 0;
 }
 

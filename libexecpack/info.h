@@ -8,10 +8,14 @@
 #ifndef EP_INFO_H
 #define EP_INFO_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "types.h"
+
+/* (taken by the fork handlers, fork.c) */
+extern pthread_mutex_t ep__info_lock;
 
 /* What an entry says (ep__info_set()'s flags). */
 #define EP__INFO_LARGE 1u     /* the allocation is large */

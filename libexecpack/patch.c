@@ -48,9 +48,10 @@
  * stay until the window's commit or abort (which fail with -EINVAL and
  * free them) or the heap's end, so that a thread still running its emitter
  * over one when another thread frees the code writes into memory that is
- * still its own.  Changed only under a heap lock (so never held at fork).
+ * still its own.  One of the locks the fork handlers take (fork.c): a
+ * pool's destroy drops windows after its heaps left their list.
  */
-static pthread_mutex_t g_drop_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t ep__patch_drop_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep__patch *g_dropped;
 
 static void patch_free(struct ep__patch *w)
@@ -67,7 +68,7 @@ static struct ep__patch *dropped_take(const struct ep__heap *h, uintptr_t exec)
 {
 	struct ep__patch *w = NULL;
 
-	ep__mutex_lock(&g_drop_lock);
+	ep__mutex_lock(&ep__patch_drop_lock);
 	for (struct ep__patch **pp = &g_dropped; *pp; pp = &(*pp)->next) {
 		if ((*pp)->heap == h && (!exec || (*pp)->win == exec)) {
 			w = *pp;
@@ -75,7 +76,7 @@ static struct ep__patch *dropped_take(const struct ep__heap *h, uintptr_t exec)
 			break;
 		}
 	}
-	ep__mutex_unlock(&g_drop_lock);
+	ep__mutex_unlock(&ep__patch_drop_lock);
 	return w;
 }
 
@@ -160,10 +161,10 @@ void ep__patch_forget(struct ep__heap *h, struct ep__alloc *a)
 	if (w->win) {
 		/* open: its buffers wait for its commit or abort (see above) */
 		w->heap = h;
-		ep__mutex_lock(&g_drop_lock);
+		ep__mutex_lock(&ep__patch_drop_lock);
 		w->next = g_dropped;
 		g_dropped = w;
-		ep__mutex_unlock(&g_drop_lock);
+		ep__mutex_unlock(&ep__patch_drop_lock);
 		return;
 	}
 	ep__stage_put(h, w->kept, w->kept_class);

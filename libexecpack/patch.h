@@ -7,10 +7,14 @@
 #ifndef EP_PATCH_H
 #define EP_PATCH_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "types.h"
+
+/* (taken by the fork handlers, fork.c) */
+extern pthread_mutex_t ep__patch_drop_lock;
 
 /* What an allocation with a window or kept staging has besides its record
  * (a->patch).  While a->patch is set the allocation keeps its record (REC),
