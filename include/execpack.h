@@ -34,6 +34,11 @@ extern "C" {
 /* Allocation granularity inside a pack, in bytes. */
 #define EP_CHUNK_SIZE 64
 
+/* ep_alloc()'s staging buffer lines up with the code: image.rw and
+ * image.exec are equal modulo this (modulo the page size for an allocation
+ * bigger than a pack), so alignment computed on either holds on both. */
+#define EP_STAGE_ALIGN 64
+
 /* Library version; ep_version() returns the same at run time.  This is the
  * only place it is written: configure.ac reads it from here. */
 #define EP_VERSION_MAJOR 0
@@ -174,6 +179,27 @@ EP_API int ep_free(struct ep_pool *pool, void *exec);
  * Never grows: -EINVAL for size 0 or more than the allocation has.
  */
 EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size);
+
+/*
+ * Copy len bytes of finished, position-independent (or already linked
+ * against nothing) code into the pool and make it executable: alloc +
+ * copy + finalize in one call, with no staging buffer.  *exec gets the
+ * address (EP_STAGE_ALIGN-aligned).  See ep_add(3).
+ */
+EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exec);
+
+/*
+ * ep_shrink(exec, size) then ep_finalize(exec) in one call: copies only
+ * size bytes, gives back the whole chunks past them.
+ */
+EP_API int ep_finalize_size(struct ep_pool *pool, void *exec, size_t size);
+
+/*
+ * Give back now what the pool keeps for reuse: empty packs are unmapped,
+ * the unused committed tail of packs is uncommitted, stashed staging
+ * buffers freed.  *released (may be NULL): bytes given back.
+ */
+EP_API int ep_pool_trim(struct ep_pool *pool, size_t *released);
 
 EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out);
 

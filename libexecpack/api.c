@@ -20,6 +20,7 @@
 #include "pack.h"
 #include "remote.h"
 #include "thread.h"
+#include "trim.h"
 #include "route.h"
 #include "track.h"
 
@@ -187,6 +188,27 @@ EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size)
 	ON_OWNER(pool, exec, ep__heap_shrink(pool_, exec, size));
 }
 
+EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exec)
+{
+	if (exec)
+		*exec = NULL;
+	if (!pool || !code || !exec || len == 0)
+		return -EINVAL;
+	if (__builtin_expect(ep__in_fill, 0))
+		return -EDEADLK;
+	ep__fork_check();
+	struct ep__heap *h = ep__home(pool);
+
+	return h ? ep__heap_add(h, code, len, exec) : -ENOMEM;
+}
+
+EP_API int ep_finalize_size(struct ep_pool *pool, void *exec, size_t size)
+{
+	if (!pool || !exec || size == 0)
+		return -EINVAL;
+	ON_OWNER(pool, exec, ep__heap_finalize_size(pool_, exec, size));
+}
+
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)
@@ -271,6 +293,30 @@ EP_API int ep_backend_probe(enum ep_backend backend, const struct ep_config *cfg
 {
 	ep__fork_check(); /* (it may take the library's locks: as any call) */
 	return ep__backend_probe(backend, cfg, why, whylen);
+}
+
+EP_API int ep_pool_trim(struct ep_pool *pool, size_t *released)
+{
+	if (released)
+		*released = 0;
+	if (!pool)
+		return -EINVAL;
+	if (__builtin_expect(ep__in_fill, 0))
+		return -EDEADLK;
+	ep__fork_check();
+
+	size_t n = 0;
+
+	/* one heap's lock at a time: the heaps of threads still running are
+	 * trimmed as well, between their calls */
+	for (struct ep__heap *h = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE); h;
+	     h = h->next_heap) {
+		VG_HAPPENS_AFTER(&pool->heaps);
+		n += ep__heap_trim(h);
+	}
+	if (released)
+		*released = n;
+	return 0;
 }
 
 EP_API const char *ep_pool_backend(const struct ep_pool *pool)

@@ -252,6 +252,13 @@ static int hugetlb_commit(struct ep__backend *be, struct ep__region *r, size_t c
 	return ep__memfd_commit(r, commit, fill, ctx);
 }
 
+/* Only a 4 KiB-paged region (AUTO's small packs): a huge page is one. */
+static int hugetlb_uncommit(struct ep__backend *be, struct ep__region *r, size_t commit)
+{
+	(void)be;
+	return r->handle == REGION_SMALL ? ep__memfd_uncommit(r, commit) : -EOPNOTSUPP;
+}
+
 static void hugetlb_unmap(struct ep__backend *be, struct ep__region *r)
 {
 	ep__memfd_unmap(r->handle == REGION_SMALL ? &be->small : &be->kind, r);
@@ -309,6 +316,7 @@ const struct ep__backend_ops ep__backend_hugetlb = {
 	.unmap = hugetlb_unmap,
 	.map_part = hugetlb_map_part,
 	.commit = hugetlb_commit,
+	.uncommit = hugetlb_uncommit,
 	.write = hugetlb_write,
 	.fill = hugetlb_fill,
 	.privatize = hugetlb_privatize,

@@ -39,6 +39,9 @@
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL */
+#endif
 #ifndef F_ADD_SEALS
 #define F_ADD_SEALS 1033
 #define F_SEAL_SEAL 0x0001
@@ -500,9 +503,37 @@ int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void 
 	unsigned char *x = (unsigned char *)r->exec + r->committed;
 	size_t len = commit - r->committed;
 
+	/* the pages in one call, not a fault each as the fill touches them
+	 * (a grow may come in the middle of a busy pool's churn) */
+	(void)madvise((unsigned char *)r->rw + r->committed, len, MADV_POPULATE_WRITE);
 	ep__alias_fill(r->guards, fill, (unsigned char *)r->rw + r->committed, len, ctx);
 	if (mprotect(x, len, ep__exec_prot(r->guards)) < 0)
 		return -errno;
+	r->committed = commit;
+	return 0;
+}
+
+/*
+ * Inaccessible first, then the pages go: the shared pages behind both
+ * views (MADV_REMOVE punches them out of the file or shared memory), and
+ * any private copy a debug view made.  A later commit fills them anew.
+ */
+int ep__memfd_uncommit(struct ep__region *r, size_t commit)
+{
+	if (commit >= r->committed)
+		return 0;
+	unsigned char *x = (unsigned char *)r->exec + commit;
+	size_t len = r->committed - commit;
+
+	if (mprotect(x, len, PROT_NONE) < 0)
+		return -errno;
+	if (madvise((unsigned char *)r->rw + commit, len, MADV_REMOVE) < 0) {
+		int e = errno;
+
+		(void)mprotect(x, len, ep__exec_prot(r->guards)); /* (still filled: as it was) */
+		return -e;
+	}
+	(void)madvise(x, len, MADV_DONTNEED);
 	r->committed = commit;
 	return 0;
 }
@@ -804,6 +835,12 @@ static int memfd_commit(struct ep__backend *be, struct ep__region *r, size_t com
 	return ep__memfd_commit(r, commit, fill, ctx);
 }
 
+static int memfd_uncommit(struct ep__backend *be, struct ep__region *r, size_t commit)
+{
+	(void)be;
+	return ep__memfd_uncommit(r, commit);
+}
+
 static int memfd_write(struct ep__backend *be, struct ep__region *r, size_t off,
 		       const void *src, size_t len)
 {
@@ -846,6 +883,7 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.unmap = memfd_unmap,
 	.map_part = memfd_map_part,
 	.commit = memfd_commit,
+	.uncommit = memfd_uncommit,
 	.write = memfd_write,
 	.fill = memfd_fill,
 	.privatize = memfd_privatize,
@@ -908,6 +946,7 @@ const struct ep__backend_ops ep__backend_memfd_debug = {
 	.unmap = memfd_unmap,
 	.map_part = memfd_map_part,
 	.commit = memfd_debug_commit,
+	.uncommit = memfd_uncommit,
 	.write = memfd_debug_write,
 	.fill = memfd_debug_fill,
 	.privatize = memfd_privatize,

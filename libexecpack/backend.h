@@ -78,6 +78,10 @@ struct ep__backend_ops {
 	 * the alias, then make it executable. */
 	int (*commit)(struct ep__backend *be, struct ep__region *r, size_t commit,
 		      ep_fill_fn fill, void *fill_ctx);
+	/* Optional (NULL: never).  Shrink r's committed prefix to commit
+	 * bytes (a multiple of page_size, no code past it): the part past it
+	 * inaccessible again and its memory given back. */
+	int (*uncommit)(struct ep__backend *be, struct ep__region *r, size_t commit);
 
 	/*
 	 * Copy len bytes to offset off of the region and make them coherent

@@ -10,10 +10,10 @@
  * (p->nchunks counts the committed ones; the bitmaps are sized for the
  * whole pack and clear past it), and its exec view there is PROT_NONE, so
  * a stray jump faults.  A pool with one small program costs one prefix of
- * resident memory instead of a whole trap-filled pack.  A heap that has
- * committed a pack's worth of code already gets whole packs: their tails
- * would be committed soon anyway, and growing them in steps moved their
- * fill into the allocations of a busy pool (doc/performance.md).
+ * resident memory instead of a whole trap-filled pack, and every pack
+ * starts so, the hundredth as the first: a pool's memory follows its code,
+ * not its count of packs (doc/performance.md).  ep_pool_trim() gives back
+ * what lies past a pack's last used chunk (ep__pack_uncommit()).
  *
  * Whole packs are committed at once where a prefix cannot grow: sealed
  * views (EP_F_SEAL: mseal() forbids the mprotect() of a later commit),
@@ -87,14 +87,11 @@ int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n, struct ep__re
 
 	size_t held = heap_committed(h);
 
-	/* a heap that holds a pack's worth of code already: whole packs, as
-	 * their tails would soon be committed anyway (see doc/performance.md) */
+	/* (held: hugetlb under AUTO takes huge pages from a pack's worth on) */
 	if (h->ops->map_part && !(h->flags & EP_F_SEAL))
 		rc = h->ops->map_part(h->be, h->pack_size,
-				      held >= h->pack_size || exec_gain_refused()
-					      ? h->pack_size
-					      : commit_first(h, n),
-				      held, h->fill, h->fill_ctx, r);
+				      exec_gain_refused() ? h->pack_size : commit_first(h, n), held,
+				      h->fill, h->fill_ctx, r);
 	else
 		rc = h->ops->map(h->be, h->pack_size, h->fill, h->fill_ctx, r);
 	if (rc)
@@ -156,4 +153,51 @@ int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 	p->free_chunks += nchunks - have / CHUNK;
 	ep__tally(&h->tally.commit_in, want - have);
 	return 0;
+}
+
+/*
+ * ep_pool_trim(): give back p's committed part past its last used chunk,
+ * rounded up to a page (at least a page stays, as at a new pack).  The
+ * chunks there are free and hold only the fill; a lock-free free (remote.c)
+ * reads nchunks but only ever frees a used chunk, below the cut.  Bytes
+ * given back; 0 where p cannot grow again (sealed, PR_SET_MDWE) or is
+ * still shared with a parent after fork.
+ */
+size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), have = p->r.committed;
+
+	if (!h->ops->uncommit || !h->ops->commit || p->r.sealed ||
+	    p->r.gen != ep__fork_generation() || exec_gain_refused())
+		return 0;
+	size_t last = p->nchunks ? ep__bitmap_prev_set(p->used, p->nchunks - 1) : SIZE_MAX;
+	size_t keep = ((last == SIZE_MAX ? 0 : last + 1) * CHUNK + page - 1) / page * page;
+
+	if (keep < page)
+		keep = page;
+	if (keep >= have)
+		return 0;
+	struct ep__fit fit;
+	size_t nchunks = keep / CHUNK;
+
+	if (ep__fit_init(&fit, p->used, nchunks))
+		return 0;
+	/* the chunks leave the pack before their memory goes (remote.c reads
+	 * nchunks without the lock) */
+	ep__pack_write_begin(p);
+	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
+	ep__pack_write_end(p);
+	EP_YIELD("uncommit");
+	if (h->ops->uncommit(h->be, &p->r, keep)) {
+		ep__pack_write_begin(p); /* (still committed and filled: back) */
+		__atomic_store_n(&p->nchunks, have / CHUNK, __ATOMIC_RELAXED);
+		ep__pack_write_end(p);
+		ep__fit_destroy(&fit);
+		return 0;
+	}
+	ep__fit_destroy(&p->fit);
+	p->fit = fit;
+	p->free_chunks -= have / CHUNK - nchunks;
+	ep__tally(&h->tally.commit_out, have - keep);
+	return have - keep;
 }

@@ -16,5 +16,7 @@
 int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n, struct ep__region *r);
 /* Commit more of p, for n chunks after its last used one (-ENOSPC: no). */
 int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n);
+/* Uncommit p past its last used chunk (ep_pool_trim()); bytes given back. */
+size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p);
 
 #endif /* EP_COMMIT_H */

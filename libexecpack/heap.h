@@ -5,6 +5,7 @@
 #ifndef EP_HEAP_H
 #define EP_HEAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "types.h"
@@ -14,6 +15,16 @@ int ep__heap_create(const struct ep_config *cfg, struct ep__heap **out);
 struct ep__heap *ep__heap_clone(const struct ep__heap *first);
 void ep__heap_destroy(struct ep__heap *h);
 int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out);
+/* The bytes an allocation of size bytes reserves (large: its own mapping). */
+size_t ep__heap_reserved(const struct ep__heap *h, size_t size, bool large);
+/* Heap lock held: reserve them for a, in a pack or (large) a mapping of
+ * its own, charged against the limit; sets a's key, pack and chunk or
+ * large, offset (EP_F_RANDOMIZE), reserved and exec.  Not a record yet. */
+int ep__heap_reserve(struct ep__heap *h, struct ep__alloc *a, size_t size, size_t reserved,
+		     bool large);
+/* ep_add(), ep_finalize_size() (add.c) */
+int ep__heap_add(struct ep__heap *h, const void *code, size_t len, void **exec);
+int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size);
 int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len);
 /* (hint: the pack route.h named for exec, or NULL: ep__alloc_exact()) */
 int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec);

@@ -182,6 +182,13 @@ fail:
 	pack_spare(h, p);
 	return rc;
 }
+/* A grow's failure that a new pack does not share: no room in that pack
+ * (-ENOSPC), or the process refuses more exec there (PR_SET_MDWE). */
+static bool grow_failed_only_here(int rc)
+{
+	return rc == 0 || rc == -ENOSPC || rc == -EACCES || rc == -EPERM;
+}
+
 /*
  * First fit over packs in creation order; *pos gets the chunk index.  The
  * max tree over the packs finds the first that may fit n (see ep__fits_set()),
@@ -220,10 +227,21 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 		*pos = at;
 		return 0;
 	}
-	/* No room in what is committed: the newest pack grows first (commit.c;
-	 * only the newest can be part-committed), then search again. */
-	if (h->tail && ep__pack_grow(h, h->tail, n) == 0) {
-		ep__fits_set(h, h->tail->slot, (uint32_t)h->tail->free_chunks);
+	/* No room in what is committed: a pack grows (commit.c), the newest
+	 * first, then one that ep_pool_trim() cut back, then search again. */
+	struct ep__pack *g = h->tail;
+	int grc = g ? ep__pack_grow(h, g, n) : -ENOSPC;
+
+	for (g = grc ? h->head : g; grc && g; g = g->next) {
+		if (!grow_failed_only_here(grc))
+			return grc; /* (memory ran out: a new pack would not do better) */
+		if (g != h->tail && g->r.committed < g->r.size && !(grc = ep__pack_grow(h, g, n)))
+			break;
+	}
+	if (!grow_failed_only_here(grc))
+		return grc;
+	if (g) {
+		ep__fits_set(h, g->slot, (uint32_t)g->free_chunks);
 		return ep__pack_find(h, n, outp, pos);
 	}
 	int rc = pack_new(h, n, outp);
@@ -315,4 +333,30 @@ void ep__pack_trim(struct ep__heap *h)
 		__atomic_fetch_sub(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
 		pack_release(h, p);
 	}
+}
+/*
+ * ep_pool_trim(): the heap's empty packs go, the sealed ones excepted (their
+ * views stay for good), and every other pack gives back its committed part
+ * past its last used chunk (commit.c).  With the heap's lock.  Bytes given
+ * back.
+ */
+size_t ep__pack_trim_all(struct ep__heap *h)
+{
+	size_t n = 0;
+
+	for (struct ep__pack *p = h->head, *next; p; p = next) {
+		next = p->next;
+		if (p->cached && !p->r.sealed) {
+			EP_YIELD("empty packs");
+			p->cached = 0;
+			if (h->cached_pack == p)
+				h->cached_pack = NULL;
+			__atomic_fetch_sub(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+			n += p->r.committed;
+			pack_release(h, p);
+		} else if (p->free_chunks < p->nchunks) {
+			n += ep__pack_uncommit(h, p);
+		}
+	}
+	return n;
 }

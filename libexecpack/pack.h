@@ -57,5 +57,8 @@ void ep__pack_free(struct ep__pack *p);
 /* The heap's thread has exited: give back the empty pack it kept (the
  * heap's lock held). */
 void ep__pack_trim(struct ep__heap *h);
+/* ep_pool_trim(): empty packs released, the others uncommitted past their
+ * last used chunk; bytes given back.  With the heap's lock. */
+size_t ep__pack_trim_all(struct ep__heap *h);
 
 #endif /* EP_PACK_H */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "info.h"
+#include "internal.h"
 #include "records.h"
 
 int ep__hash_grow(struct ep__heap *h)
@@ -97,16 +98,24 @@ static int stash_class(size_t size)
 
 	return k < STASH_CLASSES ? k : -1;
 }
+/*
+ * Staging buffers start on an EP_STAGE_ALIGN boundary (a page for a large
+ * allocation, which starts on one): the caller's rw then lines up with
+ * exec, and an emitter that aligns its write pointer aligns the code.
+ * Stashed buffers keep their alignment, so the common path is unchanged.
+ */
 unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls)
 {
 	int k = stash_class(size);
 
 	*cls = k;
 	if (k < 0)
-		return malloc(size);
+		return aligned_alloc(size > h->pack_size ? h->page_size : EP_STAGE_ALIGN,
+				     ep__round_up(size, size > h->pack_size ? h->page_size
+									: EP_STAGE_ALIGN));
 	if (h->nstash[k])
 		return h->stash[k][--h->nstash[k]];
-	return malloc((size_t)CHUNK << k);
+	return aligned_alloc(EP_STAGE_ALIGN, (size_t)CHUNK << k);
 }
 void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
 {

@@ -17,7 +17,10 @@
  * alone, which callgrind collects (--toggle-collect=run_ops).  Every live
  * program is checked at the end.
  *
- * Usage: bench-ops execpack|floor|staged|firstfit LIVE OPS
+ * add: execpack with ep_add() of code emitted into a buffer of the
+ * caller's instead of ep_alloc(), emit, ep_finalize().
+ *
+ * Usage: bench-ops execpack|add|floor|staged|firstfit LIVE OPS
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -188,6 +191,21 @@ static void *ep_put(size_t len, uint32_t imm)
 	return img.exec;
 }
 
+/* Finished code: emitted into the caller's buffer, then ep_add(). */
+static int use_add;
+static unsigned char done_code[2048];
+
+static void *ep_add_put(size_t len, uint32_t imm)
+{
+	void *exec;
+	int rc;
+
+	emit(done_code, len, imm);
+	if ((rc = ep_add(pool, done_code, len, &exec)))
+		die("ep_add", rc);
+	return exec;
+}
+
 static void ep_drop(void *exec)
 {
 	int rc = ep_free(pool, exec);
@@ -213,7 +231,8 @@ static inline void *put(size_t len, uint32_t imm)
 {
 	return use_ff ? ff_put(len, imm)
 	       : staged ? staged_put(len, imm)
-	       : use_floor ? floor_put(len, imm) : ep_put(len, imm);
+	       : use_floor ? floor_put(len, imm)
+	       : use_add ? ep_add_put(len, imm) : ep_put(len, imm);
 }
 
 static inline void one_op(struct prog *live, const struct op *o)
@@ -246,14 +265,15 @@ int main(int argc, char **argv)
 
 	if (argc != 4 ||
 	    (strcmp(argv[1], "execpack") && strcmp(argv[1], "floor") && strcmp(argv[1], "staged") &&
-	     strcmp(argv[1], "firstfit")) ||
+	     strcmp(argv[1], "firstfit") && strcmp(argv[1], "add")) ||
 	    (nlive = atol(argv[2])) < 1 || (nops = atol(argv[3])) < 1 || nlive > 1000000 ||
 	    nops > 100000000) {
-		fprintf(stderr, "usage: %s execpack|floor|staged|firstfit LIVE OPS\n", argv[0]);
+		fprintf(stderr, "usage: %s execpack|add|floor|staged|firstfit LIVE OPS\n", argv[0]);
 		return 2;
 	}
 	staged = !strcmp(argv[1], "staged");
 	use_ff = !strcmp(argv[1], "firstfit");
+	use_add = !strcmp(argv[1], "add");
 	use_floor = staged || !strcmp(argv[1], "floor");
 	memset(tmpl, 0x90, sizeof(tmpl));
 	tmpl[0] = 0xb8;

@@ -2,14 +2,15 @@
 /*
  * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
  *
- * Eleven workloads, each run for libexecpack and, in the same process and
+ * Twelve workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
  * libexecpack and a floor with no allocator to speak of, struct Slots;
  * workload 8, growth, against asmjit-dual, with a second execpack column
  * of 64 KiB packs and the same floor; workload 9, shrink after emit,
  * against asmjit-dual's shrink(); workload 10, churn against a leaner
  * floor, struct FloorT; workload 11, the footprint of a small pool against
- * asmjit-dual's, each measured in a fresh child process):
+ * asmjit-dual's, each measured in a fresh child process; workload 12,
+ * ep_add() against ep_alloc() + memcpy + ep_finalize()):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   execpack-nokey the same with EP_F_NO_PKEY (workloads 1 and 2): the cost
  *                  of the protection key's WRPKRUs, where the CPU has keys
@@ -24,7 +25,7 @@
  * is called and must return its imm32; live programs are also compared
  * byte for byte at the end of each round.  A mismatch aborts the run.
  *
- * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,11]
+ * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,12]
  *   quick: 3 rounds and a quarter of the operations (workload 6: a
  *   quarter of the time); ROUNDS: 1-99 (7).
  *   EP_BENCH_MAX_THREADS: the largest thread count of workload 6
@@ -749,9 +750,9 @@ static Mem mem_since(const MapSet &before, size_t n_before, Alloc &a)
 
 static int g_rounds = 7;
 static int g_div = 1; /* quick: a quarter of the operations */
-enum { NW = 11 }; /* workloads */
+enum { NW = 12 }; /* workloads */
 static bool g_only[NW + 1] = { false, true, true, true, true, true, true,
-			       true,  true, true, true, true };
+			       true,  true, true, true, true, true };
 
 static int ops(int n) { return std::max(n / g_div, 1); }
 
@@ -2380,6 +2381,75 @@ static void workload_footprint()
 	       0.6, true, "M");
 }
 
+/* ---- workload 12: finished code, ep_add() ------------------------------ */
+
+/*
+ * Code that is finished before it has an address (position-independent)
+ * sits in the caller's buffer: ep_add() puts it in place in one call, the
+ * three calls stage it (ep_alloc(): a buffer and its fill), copy it there
+ * and copy it again (ep_finalize()).  A round puts a batch of programs
+ * (timed) one way, then the other, alternating which goes first, each into
+ * a warm pool of its own; then every program is called and freed (not
+ * timed).
+ */
+static void workload_add()
+{
+	const size_t sizes[] = { 64, 128, 256, 512 };
+	const int batch = 1000, rounds = 3 * g_rounds;
+	double least = INFINITY;
+
+	head("12. finished code: ep_add() against ep_alloc() + memcpy + ep_finalize()",
+	     "the code is in the caller's buffer already; one op = put one program in place\n"
+	     "  (timed), 1,000 a batch, then all called and freed (not timed); both ways take\n"
+	     "  turns, each in a warm pool of its own.  ratio = the three calls / ep_add():\n"
+	     "  ep_add()'s throughput over theirs.");
+	for (size_t len : sizes) {
+		std::vector<unsigned char> code(size_t(batch) * len);
+		std::vector<void *> p(batch);
+		std::vector<double> t3, t1;
+		Execpack three("execpack", EP_BACKEND_MEMFD), one("execpack-add", EP_BACKEND_MEMFD);
+
+		for (int i = 0; i < batch; i++)
+			emit(&code[size_t(i) * len], len, uint32_t(len * 7919 + unsigned(i)));
+		for (int r = 0; r < rounds + 1; r++) { /* (round 0 warms both pools) */
+			for (int k = 0; k < 2; k++) {
+				bool add = ((r + k) & 1) != 0;
+				uint64_t c0 = tick();
+				if (add) {
+					for (int i = 0; i < batch; i++)
+						if (int rc = ep_add(one.pool, &code[size_t(i) * len], len, &p[i]))
+							die("ep_add: %s", ep_strerror(rc));
+				} else {
+					for (int i = 0; i < batch; i++) {
+						ep_image img;
+						if (int rc = ep_alloc(three.pool, len, &img))
+							die("ep_alloc: %s", ep_strerror(rc));
+						std::memcpy(img.rw, &code[size_t(i) * len], len);
+						if (int rc = ep_finalize(three.pool, img.exec))
+							die("ep_finalize: %s", ep_strerror(rc));
+						p[i] = img.exec;
+					}
+				}
+				double ns = ticks_ns(tick() - c0, 1) / batch;
+				Execpack &a = add ? one : three;
+				for (int i = 0; i < batch; i++) {
+					check_call(p[i], uint32_t(len * 7919 + unsigned(i)), a.name);
+					a.drop(p[i]);
+				}
+				if (r > 0)
+					(add ? t1 : t3).push_back(ns);
+			}
+		}
+		double q = ratio(t3, t1);
+		std::printf("  %zu B\n", len);
+		cols("ns/op", "ratio");
+		row("  alloc+memcpy+finalize", t3, "ns/op", q);
+		row("  ep_add", t1, "ns/op", 1.0);
+		least = std::min(least, q);
+	}
+	target("ep_add: its throughput over the three calls, 64-512 B (least)", least, 1.3, false);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !std::strcmp(argv[1], "--footprint-child"))
@@ -2405,7 +2475,7 @@ int main(int argc, char **argv)
 		} else if (std::atoi(s) >= 1 && std::atoi(s) <= 99) {
 			g_rounds = std::atoi(s);
 		} else {
-			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,...,11]\n", argv[0]);
+			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,...,12]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -2456,6 +2526,8 @@ int main(int argc, char **argv)
 		workload_floor();
 	if (g_only[11])
 		workload_footprint();
+	if (g_only[12])
+		workload_add();
 
 	std::printf("\ntargets (issues 8, 14, 17, 18, 26 and 27)%*s %9s %10s\n", 11, "", "measured",
 		    "target");

@@ -533,7 +533,15 @@ static unsigned char *jit(size_t n, int fin)
 
 static int do_free(unsigned char *x)
 {
-	int i = model_find(x);
+	int i = -1;
+
+	/* (the newest at x: an older one may still be in its own free, its
+	 * chunks reused before that free's caller got back) */
+	for (int k = 0; k < MODEL && i < 0; k++)
+		if (g_model[k].live && !g_model[k].freeing && g_model[k].exec == x)
+			i = k;
+	if (i < 0)
+		i = model_find(x);
 
 	if (i >= 0)
 		g_model[i].freeing++;
@@ -1407,6 +1415,66 @@ START_TEST(test_patch_vs_write_shrink_name)
 }
 END_TEST
 
+/* 16. ep_add(), ep_finalize_size() and ep_pool_trim() racing frees from
+ * other threads: the added program is plain at once (a lock-free free may
+ * take it), the one finalized short is charged and counted for what it
+ * keeps, and a trim from another thread gives back an emptied pack and the
+ * tails of the others while they free.  The free chunks hold the fill at
+ * every step (ep_add() copies only the program into them). */
+static void s16_owner(int id)
+{
+	static const unsigned char code[300] = { 0x11 };
+	void *x = NULL;
+
+	jit(64, 1);
+	g_rc[id][0] = ep_add(g_pool, code, sizeof(code), &x);
+	if (g_rc[id][0] == 0)
+		model_add(x, 320);
+	g_pub[0] = x;
+	g_pub[1] = jit(1000, 0);
+	g_rc[id][1] = ep_finalize_size(g_pool, g_pub[1], 70);
+	if (g_rc[id][1] == 0 && model_find(g_pub[1]) >= 0)
+		g_model[model_find(g_pub[1])].size = 128;
+	g_pub[2] = jit(3000, 1);
+}
+
+static void s16_freer(int id)
+{
+	g_rc[id][0] = do_free(await(0));
+	g_rc[id][1] = do_free(await(2));
+}
+
+static void s16_trimmer(int id)
+{
+	size_t released;
+
+	g_rc[id][0] = ep_pool_trim(g_pool, &released);
+	g_rc[id][1] = do_free(await(1));
+	g_rc[id][2] = ep_pool_trim(g_pool, &released);
+}
+
+static void s16(unsigned long seed)
+{
+	void (*fns[])(int) = { s16_owner, s16_freer, s16_trimmer };
+	struct ep_config cfg = { .sz = sizeof(cfg), .limit = 1 << 20 };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(&cfg);
+	run(seed, fns, 3);
+	/* (the owner's finalize may come after the trimmer's free: -EINVAL) */
+	for (int i = 0; i < 3; i++)
+		if ((g_rc[0][i] && !(i == 1 && g_rc[0][i] == -EINVAL)) || g_rc[1][i] || g_rc[2][i])
+			il_fail("call %d: owner %d, freer %d, trimmer %d", i, g_rc[0][i], g_rc[1][i],
+				g_rc[2][i]);
+	pool_end();
+}
+
+START_TEST(test_add_trim_vs_free)
+{
+	each_seed("s16", s16, 80, 1);
+}
+END_TEST
+
 /* A fork child of a schedule: whatever the library's own child handler
  * does must end, or the child is stopped (this handler runs first). */
 static void child_alarm(void)
@@ -1446,6 +1514,7 @@ int main(void)
 	tcase_add_test(tc, test_exit_vs_remote_free);
 	tcase_add_test(tc, test_shrink_finalize_vs_free);
 	tcase_add_test(tc, test_stale_free_vs_pack_reuse);
+	tcase_add_test(tc, test_add_trim_vs_free);
 	tcase_add_test(tc, test_code_range);
 	tcase_add_test(tc, test_patch_vs_free);
 	tcase_add_test(tc, test_patch_vs_write_shrink_name);

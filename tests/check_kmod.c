@@ -167,6 +167,45 @@ START_TEST(test_api_jit_and_patch)
 }
 END_TEST
 
+/* ep_add() and ep_finalize_size() through the module's write: no
+ * writable mapping, the code in place, the slack traps; a name after. */
+START_TEST(test_api_add)
+{
+	struct ep_pool *pool = kmod_pool(0);
+	static unsigned char code[3 << 20] __attribute__((aligned(64)));
+	const size_t sizes[] = { 13, 64, 300, 512, (3u << 20) - 100 };
+	void *x[5];
+
+	/* (every size is TU_RET_LEN or more: the program is exactly that long) */
+	for (unsigned i = 0; i < 5; i++) {
+		tu_emit_sized(code, sizes[i], 70 + i);
+		ck_assert_int_eq(ep_add(pool, code, sizes[i], &x[i]), 0);
+		ck_assert_uint_eq((uintptr_t)x[i] % EP_STAGE_ALIGN, 0);
+		ck_assert_int_eq(tu_ret_imm_of(tu_ret_at(x[i], sizes[i])), 70 + i);
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		ck_assert_int_eq(tu_as_fn(x[i])(), 70 + i);
+		ck_assert(tu_is_trap((char *)x[i] + sizes[i], (64 - sizes[i] % 64) % 64));
+	}
+	ck_assert_int_eq(ep_set_name(pool, x[2], "kmod_added"), 0);
+	ck_assert_int_eq(tu_count_wx_mappings(), 0);
+	for (unsigned i = 0; i < 5; i++)
+		ck_assert_int_eq(ep_free(pool, x[i]), 0);
+
+	struct ep_image img;
+
+	ck_assert_int_eq(ep_alloc(pool, 1000, &img), 0);
+	ck_assert_uint_eq(((uintptr_t)img.rw - (uintptr_t)img.exec) % EP_STAGE_ALIGN, 0);
+	tu_fill_nops(img.rw, img.size);
+	tu_emit_sized(img.rw, 100, 77);
+	ck_assert_int_eq(ep_finalize_size(pool, img.exec, 100), 0);
+	ck_assert_int_eq(tu_as_fn(img.exec)(), 77);
+	ck_assert(tu_is_trap((char *)img.exec + 100, 28));
+	ck_assert_int_eq(ep_free(pool, img.exec), 0);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 START_TEST(test_api_large_alloc)
 {
 	struct ep_pool *pool = kmod_pool(0);
@@ -1230,6 +1269,7 @@ static Suite *kmod_suite(void)
 	tcase_set_timeout(dev, 120);
 	tcase_add_test(api, test_api_jit_and_patch);
 	tcase_add_test(api, test_api_large_alloc);
+	tcase_add_test(api, test_api_add);
 	tcase_add_test(api, test_api_no_writable_device_mapping);
 	tcase_add_test(api, test_api_open_errors);
 	tcase_add_test(api, test_api_fork_private);

@@ -817,7 +817,7 @@ START_TEST(test_stats_add_up)
 	ck_assert_uint_eq(st.large_bytes, large);
 	ck_assert_uint_eq(st.large_allocs, nlarge);
 	ck_assert_uint_eq(st.live_allocs, 50);
-	ck_assert_uint_eq(st.pack_bytes, st.packs * pack);
+	ck_assert_uint_le(st.pack_bytes, st.packs * pack); /* (committed as they fill) */
 	ck_assert_uint_ge(st.pack_bytes, st.used_bytes);
 	for (int i = 0; i < 50; i++)
 		ck_assert_int_eq(ep_free(p, im[i].exec), 0);

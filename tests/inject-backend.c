@@ -99,6 +99,7 @@ const struct ep__backend_ops *ep__test_wrap_backend(const struct ep__backend_ops
 		.unmap = w_unmap,
 		.map_part = ops->map_part ? w_map_part : NULL,
 		.commit = ops->commit ? w_commit : NULL,
+		.uncommit = ops->uncommit,
 		.write = w_write,
 		.fill = w_fill,
 		.privatize = ops->privatize ? w_privatize : NULL,

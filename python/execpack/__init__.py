@@ -100,8 +100,8 @@ ep_config.fill is not offered: a fill must never fail, and Python code can
 """
 
 from ._core import (BACKENDS, CHUNK_SIZE, F_BTI, F_JITDUMP, F_NO_PKEY, F_PERFMAP, F_RANDOMIZE,
-                    F_SEAL, GUARD_BTI, GUARD_PKEY, NAME_MAX, UNWIND_DWARF_FP, UNWIND_DWARF_SP, UNWIND_NAME, Image, JitFunction,
-                    Pool, library, strerror, version)
+                    F_SEAL, GUARD_BTI, GUARD_PKEY, NAME_MAX, STAGE_ALIGN, UNWIND_DWARF_FP, UNWIND_DWARF_SP,
+                    UNWIND_NAME, Image, JitFunction, Pool, library, strerror, version)
 from ._diag import backtrace, fill_x86_int3, probe, symbolize
 from ._patch import F_KEEP_STAGING, INFO_FINALIZED, INFO_LARGE, INFO_NAMED, Info, Window, lookup
 
@@ -114,4 +114,5 @@ __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "probe", "symbolize", "backtrace", "fill_x86_int3", "lookup", "Info", "Window",
            "F_KEEP_STAGING", "INFO_FINALIZED", "INFO_LARGE", "INFO_NAMED",
            "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
-           "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP", "__version__"]
+           "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "STAGE_ALIGN", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP",
+           "UNWIND_DWARF_SP", "__version__"]

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
-           "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP", "UNWIND_DWARF_SP"]
+           "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "STAGE_ALIGN", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP",
+           "UNWIND_DWARF_SP"]
 
 # enum ep_backend
 BACKENDS = {"auto": 0, "memfd": 1, "hugetlb": 2, "kmod": 3}
@@ -35,6 +36,9 @@ GUARD_PKEY = 1 << 0
 GUARD_BTI = 1 << 1
 
 CHUNK_SIZE = 64
+
+# EP_STAGE_ALIGN: Image.rw and Image.exec are equal modulo this
+STAGE_ALIGN = 64
 
 # EP_NAME_MAX: the longest name ep_set_name() takes, in bytes
 NAME_MAX = 255
@@ -124,6 +128,9 @@ def _load_library() -> ctypes.CDLL:
         "ep_finalize": (ctypes.c_int, [P, P]),
         "ep_free": (ctypes.c_int, [P, P]),
         "ep_shrink": (ctypes.c_int, [P, P, ctypes.c_size_t]),
+        "ep_add": (ctypes.c_int, [P, P, ctypes.c_size_t, ctypes.POINTER(P)]),
+        "ep_finalize_size": (ctypes.c_int, [P, P, ctypes.c_size_t]),
+        "ep_pool_trim": (ctypes.c_int, [P, ctypes.POINTER(ctypes.c_size_t)]),
         "ep_pool_stats": (ctypes.c_int, [P, ctypes.POINTER(_Stats)]),
         "ep_pool_backend": (ctypes.c_char_p, [P]),
         "ep_strerror": (ctypes.c_char_p, [ctypes.c_int]),
@@ -534,6 +541,33 @@ class Pool:
         if alloc is not None and size < alloc.size:
             alloc.size = size
 
+    def finalize_size(self, target: Union["JitFunction[Any]", Image, int], size: int) -> None:
+        """ep_finalize_size(): shrink to size bytes and finalize in one call;
+        only those bytes of the staging buffer are copied, the whole chunks
+        past them given back.  The Image gets .size lowered to size."""
+        h = self._h("ep_finalize_size")
+        addr, alloc = self._target(target, "ep_finalize_size")
+        size = _unsigned(size, _SIZE_MAX, "size_t", "size")
+        if alloc is not None:
+            alloc.flush()
+        _check(library().ep_finalize_size(h, addr, size), "ep_finalize_size")
+        if isinstance(target, (JitFunction, Image)) and size < target.size:
+            target.size = size
+        if alloc is not None:
+            alloc.finalized = True
+            alloc.drop_mirror()
+            if size < alloc.size:
+                alloc.size = size
+
+    def trim(self) -> int:
+        """ep_pool_trim(): give back now the empty packs, the committed
+        tails of the others and the staging buffers the pool keeps for
+        reuse; the bytes given back."""
+        released = ctypes.c_size_t(0)
+        _check(library().ep_pool_trim(self._h("ep_pool_trim"), ctypes.byref(released)),
+               "ep_pool_trim")
+        return int(released.value)
+
     @overload
     def load(self, machine_code: bytes, restype: None,
              argtypes: Iterable[Any] = ()) -> JitFunction[None]: ...
@@ -552,7 +586,8 @@ class Pool:
 
     def load(self, machine_code: bytes, restype: Any = ctypes.c_int,
              argtypes: Iterable[Any] = ()) -> JitFunction[Any]:
-        """Allocate, copy machine_code, finalize: a callable JitFunction.
+        """Put machine_code in place and make it executable in one call
+        (ep_add(): no staging buffer): a callable JitFunction.
 
         Its calls return what ctypes makes of restype (default c_int: an
         int; c_double: a float; None: None), and it is typed so."""
@@ -561,14 +596,19 @@ class Pool:
         code = bytes(machine_code)
         if not code:
             raise _einval("load: empty machine code")
-        img = self.alloc(len(code))
+        h = self._h("ep_add")
+        types = tuple(argtypes)
+        buf = ctypes.create_string_buffer(code, len(code))
+        addr = ctypes.c_void_p()
+        _check(library().ep_add(h, buf, len(code), ctypes.byref(addr)), "ep_add")
+        img = Image(int(addr.value or 0), 0, len(code))
+        img._alloc = self._track(img.exec, 0, len(code))
+        img._alloc.finalized = True
         try:
-            ctypes.memmove(img.rw, code, len(code))
-            self.finalize(img)
+            return JitFunction(self, img, restype, types)
         except BaseException:
             self.free(img)
             raise
-        return JitFunction(self, img, restype, tuple(argtypes))
 
     def stats(self) -> Dict[str, int]:
         """ep_pool_stats() as a dict keyed by the struct ep_stats field names."""
