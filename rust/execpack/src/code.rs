@@ -80,15 +80,14 @@ impl<'p> Staging<'p> {
             unsafe { sys::ep_free(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void) };
             return Err(Error::from_rc(rc));
         }
-        Ok(Code { pool: s.pool, exec: s.exec, size: s.size })
+        Ok(Code { pool: s.pool, exec: s.exec })
     }
 
-    /// Copy the first `size` bytes into place and give back the whole chunks
-    /// past them, then make it executable (ep_shrink then ep_finalize).
+    /// Copy the first `size` bytes into place and give back the whole
+    /// chunks past them, then make it executable (ep_shrink then
+    /// ep_finalize).  On failure the allocation is freed.
     pub fn finalize_size(mut self, size: usize) -> Result<Code<'p>> {
-        if let Err(e) = self.shrink(size) {
-            return Err(e); // self drops: freed
-        }
+        self.shrink(size)?; // on error self drops: freed
         self.finalize()
     }
 }
@@ -142,12 +141,13 @@ pub enum Unwind {
 
 /// Finished, executable code: freed (and refilled with traps) on drop.  It
 /// borrows its [`Pool`], so it cannot outlive it; it is `Send` and `Sync`,
-/// and may be dropped on any thread.
+/// and may be dropped on any thread.  Two words: the pool and the address
+/// (the library knows the length, and checks every range against it).
 pub struct Code<'p> {
     pool: &'p Pool,
     exec: NonNull<u8>,
-    size: usize,
 }
+
 
 // SAFETY: the allocation belongs to this value alone, every call on it is
 // thread-safe, and the pool is Sync
@@ -167,15 +167,16 @@ impl<'p> Code<'p> {
         self.exec.as_ptr()
     }
 
-    /// Usable bytes from [`addr`](Code::addr) (what `shrink` left).
-    #[inline]
+    /// Usable bytes from [`addr`](Code::addr) (what `shrink` left), as
+    /// [`lookup`](crate::lookup) says (lock-free, but not free: keep it if
+    /// it is needed often).
     pub fn len(&self) -> usize {
-        self.size
+        crate::lookup(self.addr()).map_or(0, |i| i.size)
     }
 
     /// Never: an allocation has at least one byte.
     pub fn is_empty(&self) -> bool {
-        self.size == 0
+        self.len() == 0
     }
 
     /// The pool it lives in.
@@ -210,16 +211,11 @@ impl<'p> Code<'p> {
     /// old or the new instruction only for the single stores of ep_write(3)
     /// (one aligned 8-byte word on x86-64, one 32-bit instruction word on
     /// arm64); anything else must be done with the executors stopped.
+    /// A range not inside the code is the library's EINVAL.
     pub unsafe fn write(&self, off: usize, bytes: &[u8]) -> Result<()> {
-        if off > self.size || bytes.len() > self.size - off {
-            return Err(Error::with_detail(
-                errno::EINVAL,
-                format!("{} bytes at {} past the code's {}", bytes.len(), off, self.size),
-            ));
-        }
         check(sys::ep_write(
             self.pool.as_raw(),
-            self.exec.as_ptr().add(off) as *mut c_void,
+            self.exec.as_ptr().wrapping_add(off) as *mut c_void,
             bytes.as_ptr() as *const c_void,
             bytes.len(),
         ))
@@ -259,9 +255,7 @@ impl<'p> Code<'p> {
     /// them go back to the pool.
     pub fn shrink(&mut self, size: usize) -> Result<()> {
         // SAFETY: a live allocation of this pool
-        check(unsafe { sys::ep_shrink(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, size) })?;
-        self.size = size.min(self.size);
-        Ok(())
+        check(unsafe { sys::ep_shrink(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, size) })
     }
 
     /// Give up ownership: the code is never freed by the binding (for code
@@ -275,10 +269,10 @@ impl<'p> Code<'p> {
     /// Own again what [`into_raw`](Code::into_raw) gave up.
     ///
     /// # Safety
-    /// `exec` is a finalized, live allocation of `pool` of at least `len`
-    /// bytes, owned by no other `Code`.
-    pub unsafe fn from_raw(pool: &'p Pool, exec: *const u8, len: usize) -> Code<'p> {
-        Code { pool, exec: NonNull::new(exec as *mut u8).expect("Code::from_raw: null"), size: len }
+    /// `exec` is a finalized, live allocation of `pool`, owned by no other
+    /// `Code`.
+    pub unsafe fn from_raw(pool: &'p Pool, exec: *const u8) -> Code<'p> {
+        Code { pool, exec: NonNull::new(exec as *mut u8).expect("Code::from_raw: null") }
     }
 }
 
@@ -297,7 +291,7 @@ impl Drop for Code<'_> {
 
 impl std::fmt::Debug for Code<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Code").field("exec", &self.exec).field("size", &self.size).finish()
+        f.debug_struct("Code").field("exec", &self.exec).finish()
     }
 }
 
@@ -320,21 +314,15 @@ unsafe impl Sync for Patch<'_> {}
 
 impl<'p> Code<'p> {
     /// `ep_patch_begin`: open a window on `len` bytes at offset `off`.  One
-    /// window per allocation at a time (EBUSY).
+    /// window per allocation at a time (EBUSY); a range not inside the code
+    /// is EINVAL.
     pub fn patch(&self, off: usize, len: usize) -> Result<Patch<'_>> {
-        if off > self.size || len > self.size - off {
-            return Err(Error::with_detail(
-                errno::EINVAL,
-                format!("{} bytes at {} past the code's {}", len, off, self.size),
-            ));
-        }
         let mut rw = std::ptr::null_mut();
-        // SAFETY: off + len lies inside this live allocation
-        let exec = unsafe { self.exec.as_ptr().add(off) };
+        let exec = self.exec.as_ptr().wrapping_add(off);
         check(unsafe { sys::ep_patch_begin(self.pool.as_raw(), exec as *mut c_void, len, &mut rw) })?;
         Ok(Patch {
             pool: self.pool,
-            // SAFETY: non-null: inside the allocation; rw set by a successful begin
+            // SAFETY: non-null: begin accepted it as inside the allocation
             exec: unsafe { NonNull::new_unchecked(exec) },
             rw: NonNull::new(rw as *mut u8).expect("ep_patch_begin returned 0 and no buffer"),
             len,

@@ -322,6 +322,7 @@ impl Pool {
 
     /// The `struct ep_pool *`, for calls through `execpack-sys`.  It stays
     /// valid while `self` lives; do not destroy it.
+    #[inline]
     pub fn as_raw(&self) -> *mut sys::ep_pool {
         self.raw.as_ptr()
     }

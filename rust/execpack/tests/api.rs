@@ -80,7 +80,7 @@ fn shrink_gives_back_chunks() {
     let used = pool.stats().used_bytes;
     let mut c = s.finalize_size(code.len()).unwrap();
     assert!(pool.stats().used_bytes < used, "finalize_size gave nothing back");
-    assert_eq!(c.len(), code.len());
+    assert_eq!(c.len(), execpack::sys::EP_CHUNK_SIZE, "one chunk kept");
     assert_eq!(call(&c), 5);
     let e = c.shrink(4096).unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
@@ -206,10 +206,9 @@ fn version_checked() {
 fn into_raw_from_raw() {
     let pool = pool();
     let c = put(&pool, &ret_imm(11));
-    let len = c.len();
     let p = c.into_raw();
     assert_eq!(pool.stats().live_allocs, 1);
-    let c = unsafe { execpack::Code::from_raw(&pool, p, len) };
+    let c = unsafe { execpack::Code::from_raw(&pool, p) };
     assert_eq!(call(&c), 11);
     drop(c);
     assert_eq!(pool.stats().live_allocs, 0);
@@ -256,4 +255,12 @@ fn code_range_holds_every_allocation() {
     // less than one pack
     let e = Pool::builder().pack_size(1 << 20).code_range(64 << 10).build().unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
+}
+
+#[test]
+#[should_panic(expected = "F must be a function pointer")]
+fn as_fn_refuses_what_is_not_pointer_sized() {
+    let pool = pool();
+    let c = put(&pool, &ret_imm(1));
+    let _: u32 = unsafe { c.as_fn() };
 }
