@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "execpack.h"
 #include "testutil.h"
@@ -390,6 +392,40 @@ START_TEST(test_large_and_randomized)
 }
 END_TEST
 
+/* A window open across fork(): the child's commit changes the child's
+ * code only (its own copy), the parent's window is still there; both look
+ * their code up. */
+START_TEST(test_fork)
+{
+	struct ep_pool *p = make_pool(0);
+	void *x = publish(p, 64, VAL_A), *rw;
+	struct ep_info in;
+
+	ck_assert_int_eq(ep_set_name(p, x, "forked"), 0);
+	ck_assert_int_eq(ep_patch_begin(p, x, TU_RET_LEN, &rw), 0);
+	tu_emit_ret_imm(rw, VAL_B);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int ok = ep_patch_commit(p, x) == 0 && tu_as_fn(x)() == (int)VAL_B &&
+			 ep_lookup(x, &in) == 0 && !strcmp(in.name, "forked") &&
+			 ep_patch_begin(p, x, 4, &rw) == 0 && ep_patch_abort(p, x) == 0;
+
+		_exit(ok ? 0 : 1);
+	}
+	int status = 0;
+
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %#x", status);
+	ck_assert_int_eq(tu_as_fn(x)(), (int)VAL_A);
+	ck_assert_int_eq(ep_lookup(rw, &in), 0);
+	ck_assert_ptr_eq(in.patch_rw, rw);
+	ck_assert_int_eq(ep_patch_abort(p, x), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("patch");
@@ -406,6 +442,7 @@ int main(void)
 	tcase_add_test(tc, test_flip_under_runner);
 	tcase_add_test(tc, test_under_pkey);
 	tcase_add_test(tc, test_large_and_randomized);
+	tcase_add_test(tc, test_fork);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);
