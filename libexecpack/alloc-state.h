@@ -27,7 +27,7 @@
  *                      pack pinned (remote.c)             (no lock)
  *   FREEING -> NONE    ep__st_gone(): the owner gives the chunks back
  *                      (remote.c's drain)                 (heap lock)
- *   BUSY -> REC, PLAIN ep__remote_reset(): in a child that ran no fork
+ *   BUSY -> REC, PLAIN ep__st_unbusy(): in a child that ran no fork
  *                      handler, for a holder that vanished at the fork
  *                      (every lock the child's, no other thread running)
  * (ep__st_resize() changes the length only, of a REC or BUSY allocation,
@@ -174,6 +174,16 @@ static inline void ep__st_resize(struct ep__pack *p, size_t c, size_t n)
 {
 	EP_YIELD("state resize");
 	__atomic_store_n(&p->state[c], ep__st_len_bits(n) | ep__st_get(p, c), __ATOMIC_RELEASE);
+}
+
+/* A child that ran no fork handler, before any other of its threads goes
+ * on: the holder that left the allocation at c BUSY vanished at the fork;
+ * rec: it has a record (remote.c). */
+static inline void ep__st_unbusy(struct ep__pack *p, size_t c, bool rec)
+{
+	unsigned char s = ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN);
+
+	__atomic_store_n(&p->state[c], s, __ATOMIC_RELEASE);
 }
 
 /* Heap lock held: its chunks were given back. */

@@ -247,17 +247,6 @@ void ep__remote_ungate(struct ep__heap *h)
 	__atomic_store_n(&h->remote_gated, 0, __ATOMIC_RELEASE);
 }
 
-/* A holder of the heap's lock that vanished at the fork left p's allocation
- * at c BUSY: it is live again, with the state its record says (a free from
- * another thread would wait for that holder for ever). */
-static void unbusy(struct ep__heap *h, struct ep__pack *p, size_t c)
-{
-	bool rec = ep__hash_find(h, (uintptr_t)p->r.exec + c * CHUNK) != NULL;
-
-	__atomic_store_n(&p->state[c], ep__st_with(p->state[c], rec ? EP__ST_REC : EP__ST_PLAIN),
-			 __ATOMIC_RELAXED);
-}
-
 /*
  * A child that ran no fork handler, before any other of its threads calls
  * (fork.c): a free that a vanished thread had under way holds no gate and
@@ -273,9 +262,12 @@ void ep__remote_reset(struct ep__heap *h)
 		for (size_t w = 0; w < EP__BITMAP_WORDS(p->nchunks); w++)
 			for (uint64_t st = p->start[w]; st; st &= st - 1) {
 				size_t c = w * 64 + (size_t)__builtin_ctzll(st);
+				uintptr_t key = (uintptr_t)p->r.exec + c * CHUNK;
 
-				if ((p->state[c] & EP__ST_MASK) == EP__ST_BUSY)
-					unbusy(h, p, c);
+				/* (a free from another thread would wait for that
+				 * holder for ever) */
+				if (ep__st_get(p, c) == EP__ST_BUSY)
+					ep__st_unbusy(p, c, ep__hash_find(h, key) != NULL);
 			}
 	}
 	for (struct ep__pack *p = h->spare_packs; p; p = p->next)
