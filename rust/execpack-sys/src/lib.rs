@@ -18,6 +18,8 @@ pub const EP_VERSION_PATCH: u32 = 0;
 
 /// Allocation granularity inside a pack, in bytes.
 pub const EP_CHUNK_SIZE: usize = 64;
+/// `ep_alloc`'s staging buffer and the code are equal modulo this.
+pub const EP_STAGE_ALIGN: usize = 64;
 /// Longest name `ep_set_name` takes, without the NUL.
 pub const EP_NAME_MAX: usize = 255;
 
@@ -142,6 +144,10 @@ extern "C" {
     pub fn ep_alloc(pool: *mut ep_pool, size: usize, out: *mut ep_image) -> c_int;
     pub fn ep_write(pool: *mut ep_pool, dst: *mut c_void, src: *const c_void, len: usize) -> c_int;
     pub fn ep_finalize(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
+    pub fn ep_add(pool: *mut ep_pool, code: *const c_void, len: usize, exec: *mut *mut c_void)
+        -> c_int;
+    pub fn ep_finalize_size(pool: *mut ep_pool, exec: *mut c_void, size: usize) -> c_int;
+    pub fn ep_pool_trim(pool: *mut ep_pool, released: *mut usize) -> c_int;
     pub fn ep_free(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
     pub fn ep_shrink(pool: *mut ep_pool, exec: *mut c_void, size: usize) -> c_int;
     pub fn ep_pool_stats(pool: *const ep_pool, out: *mut ep_stats) -> c_int;

@@ -45,6 +45,7 @@ fn version_is_the_headers() {
     assert_eq!(v, env!("CARGO_PKG_VERSION"), "execpack.h's version against Cargo.toml's");
     assert_eq!(define(&h, "EP_CHUNK_SIZE"), EP_CHUNK_SIZE.to_string());
     assert_eq!(define(&h, "EP_NAME_MAX"), EP_NAME_MAX.to_string());
+    assert_eq!(define(&h, "EP_STAGE_ALIGN"), EP_STAGE_ALIGN.to_string());
 }
 
 /// Fields of a struct as (name, offset) by Rust's layout.

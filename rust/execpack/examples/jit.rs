@@ -8,9 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (src, x) = expr::args()?;
     let code = expr::compile(&expr::parse(&src)?);
     let pool = execpack::Pool::new()?;
-    let mut buf = pool.alloc(code.len())?;
-    buf[..code.len()].copy_from_slice(&code);
-    let prog = buf.finalize()?;
+    let prog = pool.add(&code)?; // copied in, executable, freed on drop
     let f: extern "C" fn(i64) -> i64 = unsafe { prog.as_fn() };
     println!("{}", f(x));
     Ok(())

@@ -83,12 +83,19 @@ impl<'p> Staging<'p> {
         Ok(Code { pool: s.pool, exec: s.exec })
     }
 
-    /// Copy the first `size` bytes into place and give back the whole
-    /// chunks past them, then make it executable (ep_shrink then
-    /// ep_finalize).  On failure the allocation is freed.
-    pub fn finalize_size(mut self, size: usize) -> Result<Code<'p>> {
-        self.shrink(size)?; // on error self drops: freed
-        self.finalize()
+    /// `ep_finalize_size`: copy only the first `size` bytes into place,
+    /// give back the whole chunks past them, and make it executable.  On
+    /// failure the allocation is freed.
+    pub fn finalize_size(self, size: usize) -> Result<Code<'p>> {
+        let s = ManuallyDrop::new(self);
+        // SAFETY: a live, unfinalized allocation of this pool
+        let rc = unsafe { sys::ep_finalize_size(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void, size) };
+        if rc != 0 {
+            // SAFETY: still live: give it back
+            unsafe { sys::ep_free(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void) };
+            return Err(Error::from_rc(rc));
+        }
+        Ok(Code { pool: s.pool, exec: s.exec })
     }
 }
 
@@ -148,6 +155,14 @@ pub struct Code<'p> {
     exec: NonNull<u8>,
 }
 
+impl<'p> Code<'p> {
+    /// # Safety
+    /// `exec` is what a successful `ep_add` of `len` bytes on `pool` gave.
+    #[inline]
+    pub(crate) unsafe fn from_add(pool: &'p Pool, exec: *mut c_void) -> Code<'p> {
+        Code { pool, exec: NonNull::new_unchecked(exec as *mut u8) }
+    }
+}
 
 // SAFETY: the allocation belongs to this value alone, every call on it is
 // thread-safe, and the pool is Sync

@@ -10,7 +10,7 @@ use std::ptr::{self, NonNull};
 
 use execpack_sys as sys;
 
-use crate::code::Staging;
+use crate::code::{Code, Staging};
 use crate::error::{check, errno, Error, Result};
 
 /// Where a pool's memory comes from (`enum ep_backend`).
@@ -338,6 +338,30 @@ impl Pool {
         let img = unsafe { img.assume_init() };
         // SAFETY: a successful ep_alloc gives non-null exec and rw of img.size bytes
         Ok(unsafe { Staging::from_image(self, img) })
+    }
+
+    /// `ep_add`: finished code (position-independent, or linked against
+    /// nothing) copied into the pool and made executable in one call, with
+    /// no staging buffer.  Its address is `EP_STAGE_ALIGN`-aligned.
+    #[inline]
+    pub fn add(&self, code: &[u8]) -> Result<Code<'_>> {
+        let mut exec = ptr::null_mut();
+        // SAFETY: code is readable for its length
+        check(unsafe {
+            sys::ep_add(self.raw.as_ptr(), code.as_ptr() as *const std::os::raw::c_void, code.len(), &mut exec)
+        })?;
+        // SAFETY: a successful ep_add of code.len() bytes
+        Ok(unsafe { Code::from_add(self, exec) })
+    }
+
+    /// `ep_pool_trim`: give back now what the pool keeps for reuse (empty
+    /// packs, the committed tail of packs, stashed staging buffers); the
+    /// bytes given back.
+    pub fn trim(&self) -> Result<usize> {
+        let mut released = 0usize;
+        // SAFETY: a live pool and a valid out pointer
+        check(unsafe { sys::ep_pool_trim(self.raw.as_ptr(), &mut released) })?;
+        Ok(released)
     }
 
     /// `ep_pool_stats`.
