@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Installs the Debian packages libexecpack needs to build and test.
-# Usage: build-aux/install-deps.sh [base|kmod|cross|all]
+# Usage: build-aux/install-deps.sh [base|kmod|cross|src|all]
 #   base: compiler toolchain, Autotools, Check, Valgrind, libunwind, cargo and
 #         rustc, gdb (default)
 #   kmod: what `make check-kmod` needs to boot a real kernel under qemu
@@ -10,7 +10,9 @@
 #         qemu-system-aarch64 (the
 #         aarch64 stage of build-aux/run.sh; the arm64 kernels and busybox
 #         are unpacked there, not installed)
-#   all:  both, plus the optional peers and tools used by benchmarks, packaging
+#   src:  deb-src entries for the suites the machine already uses (the
+#         clients stage of build-aux/run.sh runs `apt-get source pcre2`)
+#   all:  both, src, plus the optional peers and tools used by benchmarks, packaging
 #         and the Python package's tests
 set -e
 set_name=${1:-base}
@@ -36,20 +38,47 @@ base="$base cargo rustc"
 # tests/gdb-jit.sh: JIT code under gdb (bt, break, gdb -p)
 base="$base gdb"
 
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# add_deb_src: a deb-src entry for each Debian suite already listed as deb,
+# in the format the machine uses (deb822 .sources or one-line
+# sources.list), then the package lists.  Nothing if deb-src is there.
+add_deb_src() {
+	if grep -rqsE '^[[:space:]]*(deb-src|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+		return 0
+	fi
+	src=/etc/apt/sources.list.d/debian-src
+	if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+		# the same stanzas (URIs, suites, keyring), for sources
+		sed 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
+			$SUDO tee "$src.sources" >/dev/null
+	elif grep -qs '^deb ' /etc/apt/sources.list; then
+		sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | $SUDO tee "$src.list" >/dev/null
+	else
+		echo "$0: no Debian deb entry to add deb-src for" >&2
+		return 1
+	fi
+	echo "added $(ls "$src".*)"
+	$SUDO apt-get update -qq
+}
+
 case "$set_name" in
 base) want=$base ;;
+src)
+	add_deb_src
+	want="dpkg-dev"
+	;;
 kmod) want=$kmod ;;
 cross) want=$cross ;;
 all)
 	want="$base $kmod $extra"
+	add_deb_src || echo "$0: no deb-src entry; the clients stage will be skipped" >&2
 	# Without the cross set only the aarch64 stage is lost: it says SKIP.
 	sh "$0" cross || echo "$0: the cross packages are not installed; the aarch64 stage will be skipped" >&2
 	;;
-*) echo "usage: $0 [base|kmod|cross|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [base|kmod|cross|src|all]" >&2; exit 2 ;;
 esac
-
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
 case " $want " in
 *:arm64*)
 	if ! dpkg --print-foreign-architectures | grep -qx arm64; then
