@@ -8,7 +8,7 @@
 #                           stage; ends with "N passed, N failed"
 #
 # Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
-# default all: check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck),
+# default all: check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz clients debian distcheck),
 # EP_TEST_BUDGET (seconds the whole test run may take, default 4800).
 #
 # Every stage runs under timeout(1) with its own limit, cut to what is left
@@ -92,7 +92,7 @@ limit() {
 	return "$lrc"
 }
 
-want() { case " ${STAGES:-check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${STAGES:-check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz clients debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Huge pages for the hugetlb tests; the old value is put back at exit.
 old_hp=""
@@ -251,6 +251,21 @@ if want fuzz && [ -x "$top/tests/fuzz-smoke.sh" ]; then
 		status=1
 	fi
 	tail -20 "$results/fuzz.out"
+fi
+
+# clients: a real JIT on libexecpack.  PCRE2 from Debian's source package
+# (deb-src: install-deps.sh), stock and with its JIT's code in libexecpack
+# through examples/sljit/, runs pcre2_jit_test and RunTest; every result
+# that passes stock must pass on libexecpack (build-aux/clients.sh; about
+# 4 minutes on 2 busy cores).
+if want clients; then
+	say "clients: PCRE2's JIT on libexecpack (examples/sljit/)"
+	limit clients 600 sh "$top/build-aux/clients.sh" "$build" "$results"
+	rc=$?
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+		status=1
+		ls "$results"/clients/*.results >/dev/null 2>&1 || record clients 0 1
+	fi
 fi
 
 if want debian && [ -f "$top/tests/check-debian.sh" ]; then
