@@ -116,6 +116,15 @@ START_TEST(test_add)
 			ck_assert_uint_eq((uintptr_t)x[i] % EP_STAGE_ALIGN, 0);
 		ck_assert_uint_eq(tu_as_fn(x[i])(), 1000 + i);
 		ck_assert(memcmp(x[i], code_buf, len) == 0);
+		/* ep_lookup(): finalized code, no staging buffer */
+		struct ep_info info;
+
+		ck_assert_int_eq(ep_lookup((char *)x[i] + len - 1, &info), 0);
+		ck_assert_ptr_eq(info.exec, x[i]);
+		ck_assert_ptr_eq(info.pool, p);
+		ck_assert_ptr_null(info.rw);
+		ck_assert(info.flags & EP_INFO_FINALIZED);
+		ck_assert_uint_ge(info.size, len);
 		/* the slack of its chunks is traps */
 		uintptr_t end = ((uintptr_t)x[i] + len + 63) & ~(uintptr_t)63;
 
@@ -199,6 +208,13 @@ START_TEST(test_add_large)
 		ck_assert_uint_eq(tu_as_fn(x)(), 4242);
 	ck_assert_uint_eq(stats(p).large_allocs, 1);
 	ck_assert(tu_is_trap((char *)x + len, 50));
+	struct ep_info info;
+
+	ck_assert_int_eq(ep_lookup((char *)x + len - 1, &info), 0);
+	ck_assert_ptr_eq(info.exec, x);
+	ck_assert_ptr_null(info.rw);
+	ck_assert_uint_eq(info.flags & (EP_INFO_FINALIZED | EP_INFO_LARGE),
+			  EP_INFO_FINALIZED | EP_INFO_LARGE);
 	ck_assert_int_eq(ep_set_name(p, x, "big"), 0);
 	ck_assert_int_eq(ep_free(p, x), 0);
 	ck_assert_uint_eq(stats(p).large_allocs, 0);
