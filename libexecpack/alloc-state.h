@@ -7,7 +7,8 @@
  *
  *   NONE     no allocation starts here (never allocated, or given back);
  *   REC      live, with a record in the heap's table (staged, named, given
- *            unwind info, placed at a random offset);
+ *            unwind info, placed at a random offset, a patch window open
+ *            or its staging buffer kept);
  *   PLAIN    live, finalized, no record: its chunks say all there is;
  *   BUSY     a call holding the heap's lock is working on a PLAIN one;
  *   FREEING  an ep_free() without the heap's lock (remote.c) owns it.

@@ -35,7 +35,8 @@ struct ep__region {
 struct ep__backend_ops {
 	const char *name; /* "memfd", "hugetlb", "kmod" */
 	/* 1: calls on different regions (and write/fill on different bytes of
-	 * one region) may run at the same time; 0: the pool serialises them */
+	 * one region) may run at the same time; 0: the pool has one heap, so
+	 * one lock serialises them (thread.c) */
 	int threadsafe;
 	/* 1: write and fill are a copy and a fill through the region's RW
 	 * alias and nothing more, which the pool then does inline
@@ -84,9 +85,10 @@ struct ep__backend_ops {
 	int (*uncommit)(struct ep__backend *be, struct ep__region *r, size_t commit);
 
 	/*
-	 * Copy len bytes to offset off of the region and make them coherent
-	 * for instruction fetch.  Must not be torn for an aligned store of up
-	 * to 8 bytes that does not cross an 8-byte boundary.
+	 * Copy len bytes to offset off of the region.  Must not be torn for
+	 * an aligned store of up to 8 bytes that does not cross an 8-byte
+	 * boundary.  The caller, not the backend, then makes the change
+	 * visible to instruction fetch (ep__code_changed(), region.h).
 	 */
 	int (*write)(struct ep__backend *be, struct ep__region *r, size_t off,
 		     const void *src, size_t len);
@@ -96,9 +98,11 @@ struct ep__backend_ops {
 		    size_t len, ep_fill_fn fill, void *fill_ctx);
 
 	/*
-	 * Optional (NULL: nothing to do).  After fork(), give this process a
-	 * private copy of a region that is still shared with the other process,
-	 * keeping both addresses.  Called before the first change to the region.
+	 * Optional (NULL: nothing to do).  In a child of fork() only, give it
+	 * a private copy of a region still shared with the parent, keeping
+	 * both addresses: for every region inside fork() (fork.c), or, where
+	 * that failed or no fork handler ran, before the first change to the
+	 * region (region.c).
 	 */
 	int (*privatize)(struct ep__backend *be, struct ep__region *r);
 

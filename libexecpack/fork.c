@@ -8,7 +8,9 @@
  * generation changes only in the child, and there every region is given a
  * private copy at the same addresses (the backend's privatize op) before
  * fork() returns in it.  The parent holds every heap lock until the child has
- * done so, so no change of the parent's reaches code the child runs, and the
+ * done so, so no change of the parent's reaches code the child runs (except
+ * where no copy could be made: a sealed region, no memory; the child's own
+ * changes to it then fail, libexecpack(7)), and the
  * parent neither copies nor makes a file.  The child says so on a pipe made
  * for this fork: first its pid, then that it is done.  The parent reads until
  * "done", or end of file, or that pid has exited; it never waits for the

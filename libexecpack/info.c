@@ -63,7 +63,7 @@ static size_t *g_free, g_nfree, g_capfree;
  * changed); a miss falls back to the scan of every slot.
  */
 #define HINTS ((size_t)1 << 16)
-static uint32_t *g_hints; /* atomic; 2 * HINTS, set once (g_lock) */
+static uint32_t *g_hints; /* atomic; 2 * HINTS, set once (ep__info_lock) */
 
 static size_t hint_of(uintptr_t key)
 {

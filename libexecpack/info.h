@@ -17,7 +17,7 @@
 /* (taken by the fork handlers, fork.c) */
 extern pthread_mutex_t ep__info_lock;
 
-/* What an entry says (ep__info_set()'s flags). */
+/* What an entry says (its flags, set by ep__info_update()). */
 #define EP__INFO_LARGE 1u     /* the allocation is large */
 #define EP__INFO_FINALIZED 2u /* its code is live */
 

@@ -210,11 +210,12 @@ static inline void ep__unlock(struct ep__lock *l)
 }
 
 /*
- * The library's pthread mutexes (the lists of pools and heaps, the thread
- * records, meta.c's lock), through one pair of calls so that the
- * interleaving build can schedule around them.  diag.c's lock is taken
- * with pthread_mutex_lock() directly; the fork handlers take it through
- * ep__diag_fork_prepare().
+ * The core's pthread mutexes (the lists of pools and heaps, each pool's
+ * heaps_lock, the thread records' two, patch.c's dropped windows, info.c's
+ * slots, meta.c's, a code range's), through one pair of calls so that the
+ * interleaving build can schedule around them.  diag.c's lock is not one
+ * of them: diag.c takes it with pthread_mutex_lock() directly (and the
+ * fork handlers through ep__diag_fork_prepare()).
  */
 static inline void ep__mutex_lock(pthread_mutex_t *m)
 {

@@ -168,7 +168,7 @@ struct ep__heap {
 	struct ep__alloc *spare_recs;
 	size_t nspare_recs;
 
-	struct ep__heap *gnext, *gprev; /* all pools, for the fork handlers */
+	struct ep__heap *gnext, *gprev; /* every heap of every pool, for the fork handlers */
 	char reasons[512];             /* why other backends were not chosen */
 };
 

@@ -2,7 +2,8 @@
 /*
  * check_seal.c - EP_F_SEAL: sealed exec views can never be made writable,
  * unmapped or remapped; sealed packs are kept (refilled) until exit; after
- * fork() inherited sealed packs are frozen rather than shared for writing.
+ * fork() the child cannot change the sealed packs it inherited (-EPERM: it
+ * cannot give them a private copy) and JITs into new packs of its own.
  */
 #include <check.h>
 #include <errno.h>
