@@ -53,12 +53,4 @@ static inline struct ep__heap *ep__home(struct ep_pool *pool)
 	return ep__home_slow(pool, slot);
 }
 
-/* Whether h is the calling thread's own heap in pool (its cached one). */
-static inline bool ep__is_home(const struct ep_pool *pool, const struct ep__heap *h)
-{
-	const struct ep__tl_slot *slot = &ep__tl_cache[((uintptr_t)pool >> 6) % EP__TL_SLOTS];
-
-	return slot->heap == h && slot->pool == pool && slot->id == pool->id;
-}
-
 #endif /* EP_THREAD_H */
