@@ -22,7 +22,11 @@ fn main() {
 
     if env::var("EXECPACK_STATIC").map_or(false, |v| !v.is_empty() && v != "0") {
         if let Some(dir) = env::var_os("EXECPACK_LIB_DIR") {
-            println!("cargo:rustc-link-search=native={}", dir.to_string_lossy());
+            let dir = dir.to_string_lossy().into_owned();
+            println!("cargo:rustc-link-search=native={}", dir);
+            // the archive is copied into this crate's rlib: a new one must
+            // rebuild it
+            println!("cargo:rerun-if-changed={}/libexecpack.a", dir);
         }
         println!("cargo:rustc-link-lib=static=execpack");
         let libs = Command::new(&pkg_config)
