@@ -85,9 +85,7 @@ void __jit_debug_register_code(void)
  * Functions per file: gdb re-reads a whole batch at each change in it, and
  * holds a file per batch.  256 keeps both small (10,000 names: 40 files).
  */
-#ifndef BATCH_MAX
 #define BATCH_MAX 256u
-#endif
 #define BATCH_MIN 8u   /* a batch's first file has room for this many */
 /* New names between batches go to a young batch of at most YOUNG, which
  * then joins a neighbour: gdb re-reads about YOUNG / 2 symbols per new
