@@ -9,7 +9,8 @@ use execpack::{errno, Backend, Fill, Flags, Pool};
 
 #[test]
 fn alloc_finalize_call() {
-    let pool = pool();
+    // all defaults: whatever backend AUTO picks here
+    let pool = Pool::new().unwrap();
     let mut s = pool.alloc(64).unwrap();
     assert!(s.len() >= 64);
     let exec = s.exec_addr();
@@ -133,7 +134,7 @@ fn errors_for_bad_input() {
     assert!(bad.detail().unwrap().contains("NUL"));
 
     // a limit: what would exceed it is EPERM, and the pool still works
-    let small = Pool::builder().limit(4096).build().unwrap();
+    let small = Pool::builder().backend(Backend::Memfd).limit(4096).build().unwrap();
     let a = small.alloc(4096).unwrap();
     assert_eq!(small.alloc(64).unwrap_err().errno(), errno::EPERM);
     drop(a);
@@ -225,7 +226,7 @@ fn raw_pool_for_sys_calls() {
 #[test]
 fn code_range_holds_every_allocation() {
     let range = 4 << 20;
-    let pool = Pool::builder().pack_size(1 << 20).code_range(range).build().unwrap();
+    let pool = Pool::builder().backend(Backend::Memfd).pack_size(1 << 20).code_range(range).build().unwrap();
     let mut codes = Vec::new();
     // packed and large allocations, until the range is full
     let err = loop {
@@ -253,7 +254,7 @@ fn code_range_holds_every_allocation() {
     assert!(c.addr() >= lo && c.addr() < lo + range);
     assert_eq!(call(&c), 7);
     // less than one pack
-    let e = Pool::builder().pack_size(1 << 20).code_range(64 << 10).build().unwrap_err();
+    let e = Pool::builder().backend(Backend::Memfd).pack_size(1 << 20).code_range(64 << 10).build().unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
 }
 

@@ -61,7 +61,7 @@ fn finalize_size_keeps_what_it_is_told() {
 
 #[test]
 fn trim_gives_back_what_is_kept() {
-    let pool = Pool::builder().pack_size(256 << 10).build().unwrap();
+    let pool = Pool::builder().backend(execpack::Backend::Memfd).pack_size(256 << 10).build().unwrap();
     // 1 MiB of code: several packs
     let codes: Vec<_> = (0..2000)
         .map(|i| {

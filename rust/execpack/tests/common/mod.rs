@@ -30,8 +30,11 @@ pub fn patch_imm(imm: u32) -> (usize, Vec<u8>) {
     (0, ret_imm(imm)[..8].to_vec())
 }
 
+/// A memfd pool: what the tests check does not depend on the backend, and
+/// AUTO would take hugetlb where huge pages are reserved (as the test
+/// stages do), whose few pages parallel tests would contend for.
 pub fn pool() -> execpack::Pool {
-    execpack::Pool::new().expect("a pool with the defaults")
+    execpack::Pool::builder().backend(execpack::Backend::Memfd).build().expect("a memfd pool")
 }
 
 /// alloc + copy + finalize.
