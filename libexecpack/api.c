@@ -47,7 +47,6 @@ static inline bool is_home(const struct ep_pool *pool, const struct ep__heap *h)
 	return slot->heap == h && slot->pool == pool && slot->id == pool->id;
 }
 
-int ep__valgrind;
 static uint64_t g_pool_ids;
 
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
@@ -132,30 +131,44 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 	return rc;
 }
 
-/* Calls on an existing allocation go to the heap that owns its address,
- * whichever thread makes them. */
-#define ON_OWNER(pool, addr, call)                                 \
-	do {                                                       \
-		if (__builtin_expect(ep__in_fill, 0))               \
-			return -EDEADLK;                           \
-		ep__fork_check();                                      \
-		struct ep__pack *pack_;                            \
-		struct ep__heap *pool_ = owner_of(pool, addr, &pack_); \
-		return pool_ ? (call) : -EINVAL;                   \
-	} while (0)
+/* Whether a call may go on: -EDEADLK inside a fill function, else 0 (a
+ * raw fork child reset first).  A call on an existing allocation then
+ * goes to the heap that owns its address (owner_of()), whichever thread
+ * makes it. */
+static inline int call_refused(void)
+{
+	if (__builtin_expect(ep__in_fill, 0))
+		return -EDEADLK;
+	ep__fork_check();
+	return 0;
+}
 
 EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
 {
 	if (!pool || !dst || (!src && len))
 		return -EINVAL;
-	ON_OWNER(pool, dst, ep__heap_write(pool_, dst, src, len));
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, dst, &pack);
+
+	return h ? ep__heap_write(h, dst, src, len) : -EINVAL;
 }
 
 EP_API int ep_finalize(struct ep_pool *pool, void *exec)
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	ON_OWNER(pool, exec, ep__heap_finalize(pool_, pack_, exec));
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__heap_finalize(h, pack, exec) : -EINVAL;
 }
 
 EP_API int ep_free(struct ep_pool *pool, void *exec)
@@ -185,7 +198,14 @@ EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size)
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	ON_OWNER(pool, exec, ep__heap_shrink(pool_, exec, size));
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__heap_shrink(h, exec, size) : -EINVAL;
 }
 
 EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exec)
@@ -206,14 +226,42 @@ EP_API int ep_finalize_size(struct ep_pool *pool, void *exec, size_t size)
 {
 	if (!pool || !exec || size == 0)
 		return -EINVAL;
-	ON_OWNER(pool, exec, ep__heap_finalize_size(pool_, exec, size));
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__heap_finalize_size(h, exec, size) : -EINVAL;
 }
 
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
 {
 	if (!pool || !exec || !name)
 		return -EINVAL;
-	ON_OWNER(pool, exec, ep__heap_set_name(pool_, exec, name));
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__heap_set_name(h, exec, name, 0) : -EINVAL;
+}
+
+EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size)
+{
+	if (!size || !pool || !exec || !name)
+		return -EINVAL;
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__heap_set_name(h, exec, name, size) : -EINVAL;
 }
 
 EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
@@ -221,7 +269,14 @@ EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prol
 {
 	if (!pool || !exec)
 		return -EINVAL;
-	ON_OWNER(pool, exec, ep__heap_set_unwind(pool_, exec, kind, prologue, frame));
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__heap_set_unwind(h, exec, kind, prologue, frame) : -EINVAL;
 }
 
 /*

@@ -250,38 +250,17 @@ static int name_check(const char *name)
 	return 0;
 }
 
-/*
- * ep_set_name_size() passes its size to ep__diag_set_name() here, through
- * ep_set_name() in the same thread: the core routes the call and resolves
- * the allocation as it does for ep_set_name(), and needs no call of its own.
- */
-static __thread size_t t_name_size;
-
-EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size)
+int ep__diag_set_name(struct ep__diag **d, void *exec, size_t size, bool finalized,
+		      unsigned pool_flags, const char *name, size_t want)
 {
-	if (!size)
-		return -EINVAL;
-	t_name_size = size;
-	int rc = ep_set_name(pool, exec, name);
-
-	t_name_size = 0;
-	return rc;
-}
-
-int ep__diag_set_name(struct ep__heap *pool, struct ep__diag **d, void *exec, size_t size,
-		      bool finalized, unsigned pool_flags, const char *name)
-{
-	size_t want = t_name_size; /* ep_set_name_size()'s, or 0 */
 	int rc = name_check(name);
 
-	t_name_size = 0;
 	if (rc)
 		return rc;
 	char *copy = strdup(name);
 
 	if (!copy)
 		return -ENOMEM;
-	(void)pool;
 	pthread_mutex_lock(&g_lock);
 	if (want > (*d ? program_size(*d, size) : size)) {
 		/* more than the allocation has, or than ep_shrink() left */

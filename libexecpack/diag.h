@@ -71,9 +71,10 @@ void ep__diag_forget(struct ep__diag **d);
 /* ... and, after all of them, the pool itself. */
 void ep__diag_pool_destroy(struct ep__heap *pool);
 
-/* ep_set_name() and ep_set_unwind() with the allocation resolved. */
-int ep__diag_set_name(struct ep__heap *pool, struct ep__diag **d, void *exec,
-		      size_t size, bool finalized, unsigned pool_flags, const char *name);
+/* ep_set_name() and ep_set_unwind() with the allocation resolved; want:
+ * ep_set_name_size()'s size of the program (0: ep_set_name()). */
+int ep__diag_set_name(struct ep__diag **d, void *exec, size_t size, bool finalized,
+		      unsigned pool_flags, const char *name, size_t want);
 int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool finalized,
 			int kind, size_t prologue, size_t frame);
 

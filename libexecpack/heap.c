@@ -630,18 +630,26 @@ out:
 	return rc;
 }
 
+struct name_args {
+	const char *name;
+	size_t size; /* ep_set_name_size()'s, or 0 */
+};
+
 static int name_it(struct ep__heap *h, struct ep__alloc *a, void *arg)
 {
-	return ep__diag_set_name(h, &a->diag, a->exec,
-				 a->key + a->reserved - (uintptr_t)a->exec, !a->staging,
-				 h->flags, arg);
+	const struct name_args *n = arg;
+
+	return ep__diag_set_name(&a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+				 !a->staging, h->flags, n->name, n->size);
 }
 
-int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name)
+int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name, size_t size)
 {
+	struct name_args n = { name, size };
+
 	if (!h || !exec || !name)
 		return -EINVAL;
-	return with_record(h, exec, name_it, (void *)name);
+	return with_record(h, exec, name_it, &n);
 }
 
 struct unwind_args {

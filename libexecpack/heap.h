@@ -30,7 +30,7 @@ int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len);
 int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec);
 int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec);
 int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size);
-int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name);
+int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name, size_t size);
 int ep__heap_set_unwind(struct ep__heap *h, void *exec, int kind, size_t prologue, size_t frame);
 /* fn on the region of every pack and large allocation of the heap */
 void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, struct ep__region *));
