@@ -23,8 +23,6 @@
 #include "lock.h"
 #include "testutil.h"
 
-int ep__valgrind; /* (api.c's, set by ep_pool_create(); not linked here) */
-
 static struct ep__lock g_lock;
 static volatile unsigned long g_count; /* plain: only the lock protects it */
 static int g_inside;                    /* holders right now */

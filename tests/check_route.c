@@ -15,8 +15,6 @@
 
 #include "route.h"
 
-int ep__valgrind; /* (api.c's; route.c reads it) */
-
 #define PAGE ((uintptr_t)1 << EP__ROUTE_PAGE_SHIFT)
 
 static int owner_a, owner_b;
