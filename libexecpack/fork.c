@@ -56,16 +56,14 @@
 #include "patch.h"
 #include "region.h"
 #include "remote.h"
+#include "thread.h"
 #include "track.h"
 #include "wait.h"
 
 static pthread_mutex_t g_roots_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_pool *g_roots; /* every pool (g_roots_lock) */
-pthread_mutex_t ep__thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
-pthread_mutex_t ep__thread_spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep__heap *g_pools; /* every heap of every pool (g_pools_lock) */
-unsigned ep__fork_gen;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 int *ep__fork_mark; /* a MADV_WIPEONFORK page: nonzero in the process that set it */
 static int g_fork_pipe[2] = { -1, -1 };

@@ -20,9 +20,6 @@ void ep__fork_track_pool(struct ep_pool *pool);
 void ep__fork_untrack_pool(struct ep_pool *pool);
 /* fn on every heap of every pool (the list locked meanwhile). */
 void ep__each_heap(void (*fn)(struct ep__heap *, void *), void *arg);
-/* The thread records' mutexes (thread.c), here so that the fork handlers
- * cover them (see fork.c for the order of every lock). */
-extern pthread_mutex_t ep__thread_key_lock, ep__thread_spare_lock;
 
 /* On every call: one load tells a child that no fork handler told. */
 static inline void ep__fork_check(void)

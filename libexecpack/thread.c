@@ -22,8 +22,10 @@
 #include "thread.h"
 #include "track.h"
 
+pthread_mutex_t ep__thread_key_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t ep__thread_spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t g_thread_key;
-static bool g_thread_key_made;                 /* ep__thread_key_lock (fork.c) */
+static bool g_thread_key_made;                 /* ep__thread_key_lock */
 static __thread struct ep__thread *tl_self;
 
 __thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS] __attribute__((tls_model("initial-exec")));

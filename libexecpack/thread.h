@@ -5,6 +5,7 @@
 #ifndef EP_THREAD_H
 #define EP_THREAD_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,6 +25,9 @@ extern __thread struct ep__tl_slot ep__tl_cache[EP__TL_SLOTS]
 
 struct ep__heap *ep__home_slow(struct ep_pool *pool, struct ep__tl_slot *slot);
 void ep__thread_put(struct ep__thread *t);
+/* The thread records' mutexes: the pthread key's making, the spares (the
+ * fork handlers take them too: fork.c says in which order). */
+extern pthread_mutex_t ep__thread_key_lock, ep__thread_spare_lock;
 unsigned ep__heaps_wanted(const struct ep__heap *first);
 
 /* Whether t's thread has exited (t may be reused for another thread later:
