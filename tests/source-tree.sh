@@ -16,6 +16,8 @@
 #     "Where things are" table every libexecpack/*.c and *.h;
 #   - every source file (C, C++, shell, Python, automake) has an SPDX
 #     licence line at its top.
+#   - no include cycle among libexecpack/'s files: a header that ends up
+#     including itself compiles only by the order of its guards.
 # Environment: top_srcdir (make check).
 set -u
 
@@ -98,6 +100,24 @@ for f in "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h; do
 		fail "doc/design.md's table of files does not name $b"
 done
 
+# --- include cycles ---------------------------------------------------------------
+# Each "a b" pair: a includes b, both in libexecpack/; tsort(1) names the
+# files of any loop on stderr.
+nincl=0
+for f in "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h; do
+	for i in $(sed -n 's/^#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+		[ -f "$srcdir/libexecpack/$i" ] || continue
+		nincl=$((nincl + 1))
+		echo "${f##*/} $i"
+	done
+done >"${TMPDIR:-/tmp}/includes.$$"
+[ "$nincl" -gt 50 ] || { echo "ERROR: found only $nincl includes in $srcdir/libexecpack"; exit 99; }
+if ! tsort "${TMPDIR:-/tmp}/includes.$$" >/dev/null 2>"${TMPDIR:-/tmp}/loops.$$"; then
+	fail "libexecpack/ has an include cycle: $(grep -v 'input contains a loop' \
+		"${TMPDIR:-/tmp}/loops.$$" | sed 's/^tsort: //' | tr '\n' ' ')"
+fi
+rm -f "${TMPDIR:-/tmp}/includes.$$" "${TMPDIR:-/tmp}/loops.$$"
+
 # --- licence lines ---------------------------------------------------------------
 # Every source file says its licence in its first lines (SPDX), whatever
 # the tarball or checkout it is read from.
@@ -116,5 +136,5 @@ if [ "$failures" -ne 0 ]; then
 	echo "$failures problem(s)"
 	exit 1
 fi
-echo "PASS: $nmacros configure checks used, $nfns internal functions used, generated files in git: $tracked, $ndocs files in README and design.md, $nspdx files with an SPDX line"
+echo "PASS: $nmacros configure checks used, $nfns internal functions used, $nincl includes without a cycle, generated files in git: $tracked, $ndocs files in README and design.md, $nspdx files with an SPDX line"
 exit 0
