@@ -38,7 +38,7 @@
 static void unreserve(struct ep__heap *h, struct ep__alloc *a)
 {
 	if (a->pack) {
-		ep__pack_give_back(h, a->pack, a->chunk, a->reserved / CHUNK, false, false);
+		ep__pack_give_back(h, a->pack, a->chunk, a->reserved / CHUNK, EP__GIVE_FREE);
 	} else {
 		ep__range_remove(h, &a->large);
 		ep__route_clear((uintptr_t)a->large.exec, a->large.size);
@@ -84,7 +84,7 @@ static int add_plain(struct ep__heap *h, const void *code, size_t len, size_t re
 	 * lock, held until the code is in) */
 	ep__pack_take(h, p, pos, n);
 	if ((rc = put_code(h, &p->r, pos * CHUNK, code, len))) {
-		ep__pack_give_back(h, p, pos, n, false, false);
+		ep__pack_give_back(h, p, pos, n, EP__GIVE_FREE);
 		ep__uncharge(h, reserved);
 		return rc;
 	}
@@ -212,7 +212,7 @@ int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size)
 		size_t cut = a->reserved - keep;
 
 		if (p) {
-			ep__pack_give_back(h, p, c + keep / CHUNK, cut / CHUNK, false, true);
+			ep__pack_give_back(h, p, c + keep / CHUNK, cut / CHUNK, EP__GIVE_TAIL);
 			ep__st_resize(p, c, keep / CHUNK);
 		}
 		a->reserved = keep;

@@ -510,7 +510,7 @@ int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 				goto out;
 			}
 		}
-		ep__pack_give_back(h, a->pack, a->chunk, a->reserved / CHUNK, false, false);
+		ep__pack_give_back(h, a->pack, a->chunk, a->reserved / CHUNK, EP__GIVE_FREE);
 	} else {
 		if (a->large.sealed && (rc = ep__own_region(h, &a->large)))
 			goto out; /* its refill could not be done: still live */
@@ -584,7 +584,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 	ep__diag_shrink(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 			a->key + keep - (uintptr_t)a->exec, size, h->flags);
 	if (a->pack) {
-		ep__pack_give_back(h, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, false, true);
+		ep__pack_give_back(h, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, EP__GIVE_TAIL);
 		ep__st_resize(a->pack, a->chunk, keep / CHUNK);
 	}
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */

@@ -271,11 +271,13 @@ __attribute__((noinline)) void ep__pack_take(struct ep__heap *h, struct ep__pack
 	ep__tally(&h->tally.used_in, n * CHUNK);
 }
 /* Chunks [pos, pos+n) are free again; the allocation starting at pos is
- * gone unless it only shrank (tail).  (counted: not for a remote free,
- * which counted itself; remote.c) */
+ * gone unless it only shrank (EP__GIVE_TAIL).  A lock-free free counted
+ * itself (EP__GIVE_COUNTED_FREE; remote.c). */
 __attribute__((noinline)) void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p,
-						 size_t pos, size_t n, bool counted, bool tail)
+						 size_t pos, size_t n, enum ep__give how)
 {
+	bool counted = how == EP__GIVE_COUNTED_FREE, tail = how == EP__GIVE_TAIL;
+
 	ep__pack_write_begin(p);
 	ep__bitmap_clear(p->used, pos, n);
 	if (!tail)

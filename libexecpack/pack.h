@@ -47,10 +47,17 @@ static inline struct ep__heap *ep__route_heap(void *v, struct ep__pack **pack)
 int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *pos);
 /* Chunks [pos, pos+n) of p go to a new allocation (state REC). */
 void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n);
-/* Chunks [pos, pos+n) are free again; the allocation starting at pos is
- * gone unless it only shrank (tail).  counted: the tally knows already. */
+/* How chunks are given back: an allocation's end, the tail of one that
+ * shrank (it stays, starting where it did), or a free that a lock-free
+ * ep_free() counted itself (remote.c). */
+enum ep__give {
+	EP__GIVE_FREE,
+	EP__GIVE_TAIL,
+	EP__GIVE_COUNTED_FREE,
+};
+/* Chunks [pos, pos+n) are free again (how: enum ep__give). */
 void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n,
-			bool counted, bool tail);
+			enum ep__give how);
 /* p is empty: keep it or release it. */
 void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p);
 void ep__pack_free(struct ep__pack *p);

@@ -204,7 +204,8 @@ void ep__remote_drain(struct ep__heap *h)
 				for (; d; d &= d - 1) {
 					size_t c = w * 64 + (size_t)__builtin_ctzll(d);
 
-					ep__pack_give_back(h, p, c, ep__alloc_end(p, c) - c, true, false);
+					ep__pack_give_back(h, p, c, ep__alloc_end(p, c) - c,
+							   EP__GIVE_COUNTED_FREE);
 				}
 			}
 		}
