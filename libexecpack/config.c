@@ -27,13 +27,13 @@ static const struct ep__backend_ops *backend_ops(enum ep_backend b)
 	}
 }
 
-static void add_reason(struct ep__heap *pool, const char *why)
+static void add_reason(struct ep__heap *heap, const char *why)
 {
-	size_t used = strlen(pool->reasons);
+	size_t used = strlen(heap->reasons);
 
-	if (!why[0] || used + 3 >= sizeof(pool->reasons))
+	if (!why[0] || used + 3 >= sizeof(heap->reasons))
 		return;
-	snprintf(pool->reasons + used, sizeof(pool->reasons) - used, "%s%s",
+	snprintf(heap->reasons + used, sizeof(heap->reasons) - used, "%s%s",
 		 used ? "; " : "", why);
 }
 
@@ -60,7 +60,7 @@ static int config_copy(const struct ep_config *in, struct ep_config *out)
 	return 0;
 }
 
-static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
+static int open_backend(struct ep__heap *heap, const struct ep_config *cfg)
 {
 	char why[256];
 	enum ep_backend want = cfg->backend;
@@ -84,7 +84,7 @@ static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
 			snprintf(why, sizeof(why),
 				 "EXECPACK_BACKEND=%s: not a backend (memfd, hugetlb, kmod or auto)",
 				 val);
-			add_reason(pool, why);
+			add_reason(heap, why);
 			return -EINVAL;
 		}
 	}
@@ -98,13 +98,13 @@ static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
 			return (unsigned)want > EP_BACKEND_KMOD ? -EINVAL : -ENODEV;
 		named.backend = want;
 		why[0] = 0;
-		int rc = ops->open(&named, &pool->be, why, sizeof(why));
+		int rc = ops->open(&named, &heap->be, why, sizeof(why));
 
 		if (rc) {
-			add_reason(pool, why);
+			add_reason(heap, why);
 			return rc;
 		}
-		pool->ops = ops;
+		heap->ops = ops;
 		return 0;
 	}
 
@@ -118,22 +118,22 @@ static int open_backend(struct ep__heap *pool, const struct ep_config *cfg)
 		if (!ops)
 			continue;
 		why[0] = 0;
-		int rc = ops->open(cfg, &pool->be, why, sizeof(why));
+		int rc = ops->open(cfg, &heap->be, why, sizeof(why));
 
 		if (rc == 0) {
-			pool->ops = ops;
+			heap->ops = ops;
 			return 0;
 		}
 		if (first == -ENODEV)
 			first = rc;
-		add_reason(pool, why);
+		add_reason(heap, why);
 	}
 	return first;
 }
 
 /* ep_config.code_range: the reservation every region of the pool goes in
  * (code-range.c), handed to the backend, which closes it with itself. */
-static int open_range(struct ep__heap *pool, const struct ep_config *cfg, size_t page,
+static int open_range(struct ep__heap *heap, const struct ep_config *cfg, size_t page,
 		      size_t pack)
 {
 	char why[160];
@@ -143,13 +143,13 @@ static int open_range(struct ep__heap *pool, const struct ep_config *cfg, size_t
 	if (size < pack || size > SIZE_MAX - page) {
 		snprintf(why, sizeof(why), "code range: %zu bytes, less than one pack (%zu)", size,
 			 pack);
-		add_reason(pool, why);
+		add_reason(heap, why);
 		return -EINVAL;
 	}
-	if (!pool->ops->set_range) {
+	if (!heap->ops->set_range) {
 		snprintf(why, sizeof(why), "%s: no code range (ep_config.code_range)",
-			 pool->ops->name);
-		add_reason(pool, why);
+			 heap->ops->name);
+		add_reason(heap, why);
 		return -EOPNOTSUPP;
 	}
 	size = (size + page - 1) / page * page;
@@ -158,11 +158,11 @@ static int open_range(struct ep__heap *pool, const struct ep_config *cfg, size_t
 	if (rc) {
 		snprintf(why, sizeof(why), "code range: cannot reserve %zu bytes%s", size,
 			 cfg->near ? " within rel32 reach of ep_config.near" : "");
-		add_reason(pool, why);
+		add_reason(heap, why);
 		return rc;
 	}
-	pool->ops->set_range(pool->be, cr);
-	pool->crange = cr;
+	heap->ops->set_range(heap->be, cr);
+	heap->crange = cr;
 	return 0;
 }
 
@@ -173,7 +173,7 @@ static int open_range(struct ep__heap *pool, const struct ep_config *cfg, size_t
  * On success pool->ops and pool->be are open and *cfg holds the copy.
  */
 int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
-			struct ep__heap *pool)
+			struct ep__heap *heap)
 {
 	int rc = config_copy(cfg_in, cfg);
 
@@ -183,27 +183,27 @@ int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_confi
 		cfg->backend = (enum ep_backend)backend;
 	if ((cfg->flags & ~EP_F_ALL) || (unsigned)cfg->backend > EP_BACKEND_KMOD)
 		return -EINVAL;
-	rc = open_backend(pool, cfg);
+	rc = open_backend(heap, cfg);
 	if (rc)
 		return rc;
 	if ((cfg->flags & EP_F_SEAL) && ep__mseal(NULL, 0) == -ENOSYS) {
 		/* mseal(addr, 0) is a no-op where the call exists (Linux 6.10+) */
-		add_reason(pool, "seal: mseal() not supported by this kernel");
+		add_reason(heap, "seal: mseal() not supported by this kernel");
 		rc = -EOPNOTSUPP;
 	} else {
-		size_t page = pool->ops->page_size(pool->be);
-		size_t pack = cfg->pack_size ? cfg->pack_size : pool->ops->default_pack_size(pool->be);
+		size_t page = heap->ops->page_size(heap->be);
+		size_t pack = cfg->pack_size ? cfg->pack_size : heap->ops->default_pack_size(heap->be);
 
 		if (pack % page || pack > EP__MAX_PACK_SIZE)
 			rc = -EINVAL;
 		else if (cfg->code_range)
-			rc = open_range(pool, cfg, page, pack);
+			rc = open_range(heap, cfg, page, pack);
 	}
 	if (rc) {
-		pool->ops->close(pool->be);
-		pool->ops = NULL;
-		pool->be = NULL;
-		pool->crange = NULL;
+		heap->ops->close(heap->be);
+		heap->ops = NULL;
+		heap->be = NULL;
+		heap->crange = NULL;
 	}
 	return rc;
 }

@@ -37,16 +37,16 @@ static void valgrind_readahead_guard(void *exec, size_t size)
 		munmap(got, (size_t)pg);
 }
 
-void ep__diag_alloc_slow(struct ep__heap *pool, void *exec, size_t size)
+void ep__diag_alloc_slow(struct ep__heap *heap, void *exec, size_t size)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
 	valgrind_readahead_guard(exec, size);
 	/* one mempool per pool; its chunks are defined (is_zeroed) since the
 	 * exec view always holds the trap fill or code */
-	if (!VALGRIND_MEMPOOL_EXISTS(pool))
-		VALGRIND_CREATE_MEMPOOL(pool, 0, 1);
-	VALGRIND_MEMPOOL_ALLOC(pool, exec, size);
+	if (!VALGRIND_MEMPOOL_EXISTS(heap))
+		VALGRIND_CREATE_MEMPOOL(heap, 0, 1);
+	VALGRIND_MEMPOOL_ALLOC(heap, exec, size);
 }
 
 void ep__vg_finalize(void *exec, size_t size)
@@ -55,32 +55,32 @@ void ep__vg_finalize(void *exec, size_t size)
 	(void)exec, (void)size;
 }
 
-void ep__vg_free(struct ep__heap *pool, void *exec, size_t size, bool unmapped)
+void ep__vg_free(struct ep__heap *heap, void *exec, size_t size, bool unmapped)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
-	VALGRIND_MEMPOOL_FREE(pool, exec);
+	VALGRIND_MEMPOOL_FREE(heap, exec);
 	/* the trap fill stays readable, as it is without Valgrind */
 	if (!unmapped)
 		VALGRIND_MAKE_MEM_DEFINED(exec, size);
-	(void)pool, (void)size;
+	(void)heap, (void)size;
 }
 
-void ep__vg_shrink(struct ep__heap *pool, void *exec, size_t old_size, size_t size)
+void ep__vg_shrink(struct ep__heap *heap, void *exec, size_t old_size, size_t size)
 {
 	if (RUNNING_ON_VALGRIND) {
-		VALGRIND_MEMPOOL_CHANGE(pool, exec, exec, size);
+		VALGRIND_MEMPOOL_CHANGE(heap, exec, exec, size);
 		/* the tail given back holds the trap fill: readable, as freed code is */
 		VALGRIND_MAKE_MEM_DEFINED((unsigned char *)exec + size, old_size - size);
 	}
-	(void)pool, (void)exec, (void)old_size, (void)size;
+	(void)heap, (void)exec, (void)old_size, (void)size;
 }
 
-void ep__vg_pool_destroy(struct ep__heap *pool)
+void ep__vg_pool_destroy(struct ep__heap *heap)
 {
-	if (RUNNING_ON_VALGRIND && VALGRIND_MEMPOOL_EXISTS(pool))
-		VALGRIND_DESTROY_MEMPOOL(pool);
-	(void)pool;
+	if (RUNNING_ON_VALGRIND && VALGRIND_MEMPOOL_EXISTS(heap))
+		VALGRIND_DESTROY_MEMPOOL(heap);
+	(void)heap;
 }
 
 void ep__diag_hide_word(const void *addr, size_t len)

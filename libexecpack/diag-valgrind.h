@@ -43,10 +43,10 @@ struct ep__heap;
 /* the finalized code is defined */
 void ep__vg_finalize(void *exec, size_t size);
 /* the allocation is gone; unmapped: its memory was unmapped */
-void ep__vg_free(struct ep__heap *pool, void *exec, size_t size, bool unmapped);
+void ep__vg_free(struct ep__heap *heap, void *exec, size_t size, bool unmapped);
 /* the allocation now ends size bytes after exec */
-void ep__vg_shrink(struct ep__heap *pool, void *exec, size_t old_size, size_t size);
+void ep__vg_shrink(struct ep__heap *heap, void *exec, size_t old_size, size_t size);
 /* the pool is gone */
-void ep__vg_pool_destroy(struct ep__heap *pool);
+void ep__vg_pool_destroy(struct ep__heap *heap);
 
 #endif /* EP_DIAG_VALGRIND_H */

@@ -132,10 +132,10 @@ static void gdb_unregister(struct ep__diag *r)
 
 /* ---- hooks from heap.c ------------------------------------------------------ */
 
-void ep__diag_finalize_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
+void ep__diag_finalize_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
 			    size_t size, unsigned pool_flags)
 {
-	(void)pool;
+	(void)heap;
 	ep__vg_finalize(exec, size);
 	if (!*d)
 		return;
@@ -180,17 +180,17 @@ static void record_drop(struct ep__diag **d, bool defer)
 	*d = NULL;
 }
 
-void ep__diag_free_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
+void ep__diag_free_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
 			size_t size, bool unmapped)
 {
 	record_drop(d, false);
-	ep__vg_free(pool, exec, size, unmapped);
+	ep__vg_free(heap, exec, size, unmapped);
 }
 
-void ep__diag_shrink_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
+void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
 			  size_t old_size, size_t size, size_t code, unsigned pool_flags)
 {
-	ep__vg_shrink(pool, exec, old_size, size);
+	ep__vg_shrink(heap, exec, old_size, size);
 	if (!*d)
 		return;
 	pthread_mutex_lock(&g_lock);
@@ -229,12 +229,12 @@ void ep__diag_forget(struct ep__diag **d)
 
 /* After the pool's forgets: gdb hears of every file they changed once,
  * not twice per name (10,000 names: 20,000 stops of the program). */
-void ep__diag_pool_destroy(struct ep__heap *pool)
+void ep__diag_pool_destroy(struct ep__heap *heap)
 {
 	pthread_mutex_lock(&g_lock);
 	ep__gdbjit_flush();
 	pthread_mutex_unlock(&g_lock);
-	ep__vg_pool_destroy(pool);
+	ep__vg_pool_destroy(heap);
 }
 
 static int name_check(const char *name)

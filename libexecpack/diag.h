@@ -17,59 +17,59 @@
 
 #include "internal.h"
 
-struct ep__heap; /* pool.h: one heap (a key for memcheck, never looked into) */
+struct ep__heap; /* types.h: one heap (a key for memcheck, never looked into) */
 struct ep__diag; /* per named allocation, diag.c only */
 
-void ep__diag_alloc_slow(struct ep__heap *pool, void *exec, size_t size);
-void ep__diag_finalize_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
+void ep__diag_alloc_slow(struct ep__heap *heap, void *exec, size_t size);
+void ep__diag_finalize_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
 			    size_t size, unsigned pool_flags);
-void ep__diag_free_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
+void ep__diag_free_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
 			size_t size, bool unmapped);
 
 /* The hooks below are on the hot paths: outside Valgrind, for an
  * allocation without a name or unwind info, they cost one test. */
 
 /* ep_alloc() handed out [exec, exec+size). */
-static inline void ep__diag_alloc(struct ep__heap *pool, void *exec, size_t size)
+static inline void ep__diag_alloc(struct ep__heap *heap, void *exec, size_t size)
 {
 	if (ep__under_valgrind())
-		ep__diag_alloc_slow(pool, exec, size);
+		ep__diag_alloc_slow(heap, exec, size);
 }
 
 /* The allocation at exec was finalized (its code is in place). */
-static inline void ep__diag_finalize(struct ep__heap *pool, struct ep__diag **d, void *exec,
+static inline void ep__diag_finalize(struct ep__heap *heap, struct ep__diag **d, void *exec,
 				     size_t size, unsigned pool_flags)
 {
 	if (*d || ep__under_valgrind())
-		ep__diag_finalize_slow(pool, d, exec, size, pool_flags);
+		ep__diag_finalize_slow(heap, d, exec, size, pool_flags);
 }
 
 /* ep_free(): the allocation is gone; unmapped: its memory was unmapped. */
-static inline void ep__diag_free(struct ep__heap *pool, struct ep__diag **d, void *exec,
+static inline void ep__diag_free(struct ep__heap *heap, struct ep__diag **d, void *exec,
 				 size_t size, bool unmapped)
 {
 	if (*d || ep__under_valgrind())
-		ep__diag_free_slow(pool, d, exec, size, unmapped);
+		ep__diag_free_slow(heap, d, exec, size, unmapped);
 }
 
-void ep__diag_shrink_slow(struct ep__heap *pool, struct ep__diag **d, void *exec,
+void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
 			  size_t old_size, size_t size, size_t code, unsigned pool_flags);
 
 /* ep_shrink(): the allocation at exec now ends size bytes after it (old_size
  * before), and the program in it code bytes after it (ep_shrink()'s size,
  * at most size): names cover no more.  Also where no whole chunk was given
  * back (size == old_size). */
-static inline void ep__diag_shrink(struct ep__heap *pool, struct ep__diag **d, void *exec,
+static inline void ep__diag_shrink(struct ep__heap *heap, struct ep__diag **d, void *exec,
 				   size_t old_size, size_t size, size_t code, unsigned pool_flags)
 {
 	if (*d || ep__under_valgrind())
-		ep__diag_shrink_slow(pool, d, exec, old_size, size, code, pool_flags);
+		ep__diag_shrink_slow(heap, d, exec, old_size, size, code, pool_flags);
 }
 
 /* ep_pool_destroy(): forget one allocation that was still live ... */
 void ep__diag_forget(struct ep__diag **d);
 /* ... and, after all of them, the pool itself. */
-void ep__diag_pool_destroy(struct ep__heap *pool);
+void ep__diag_pool_destroy(struct ep__heap *heap);
 
 /* ep_set_name() and ep_set_unwind() with the allocation resolved; want:
  * ep_set_name_size()'s size of the program (0: ep_set_name()). */

@@ -26,7 +26,7 @@
  * Every lock of the library is covered, in one order that every other path
  * keeps too (a thread holding one only ever takes those after it):
  *   g_roots_lock -> each pool's heaps_lock -> ep__thread_key_lock ->
- *   ep__thread_spare_lock -> g_pools_lock -> each heap's lock (and its
+ *   ep__thread_spare_lock -> g_heaps_lock -> each heap's lock (and its
  *   remote-free gate) -> ep__patch_drop_lock -> ep__info_lock ->
  *   ep__meta_lock -> diag's lock (jitdump's writes
  *   hold it too).  A code range's lock (code-range.c) is taken only inside
@@ -62,16 +62,16 @@
 
 static pthread_mutex_t g_roots_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ep_pool *g_roots; /* every pool (g_roots_lock) */
-static pthread_mutex_t g_pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ep__heap *g_pools; /* every heap of every pool (g_pools_lock) */
+static pthread_mutex_t g_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ep__heap *g_heaps; /* every heap of every pool (g_heaps_lock) */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 int *ep__fork_mark; /* a MADV_WIPEONFORK page: nonzero in the process that set it */
 static int g_fork_pipe[2] = { -1, -1 };
 
 
-static void own_now(struct ep__heap *pool, struct ep__region *r)
+static void own_now(struct ep__heap *heap, struct ep__region *r)
 {
-	(void)ep__own_region_slow(pool, r); /* failed: tried again before a change */
+	(void)ep__own_region_slow(heap, r); /* failed: tried again before a change */
 }
 
 /* In a new child, with every lock ours: a new generation, every region
@@ -79,7 +79,7 @@ static void own_now(struct ep__heap *pool, struct ep__region *r)
 static void child_take_over(void)
 {
 	__atomic_add_fetch(&ep__fork_gen, 1, __ATOMIC_RELAXED);
-	for (struct ep__heap *h = g_pools; h; h = h->gnext)
+	for (struct ep__heap *h = g_heaps; h; h = h->gnext)
 		ep__heap_each_region(h, own_now);
 	if (ep__fork_mark)
 		__atomic_store_n(ep__fork_mark, 1, __ATOMIC_RELEASE);
@@ -94,8 +94,8 @@ static void lock_all(void)
 		ep__mutex_lock(&r->heaps_lock);
 	ep__mutex_lock(&ep__thread_key_lock);
 	ep__mutex_lock(&ep__thread_spare_lock);
-	ep__mutex_lock(&g_pools_lock);
-	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
+	ep__mutex_lock(&g_heaps_lock);
+	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
 		ep__lock(&p->lock);
 		ep__remote_gate(p); /* and no free without the lock (remote.c) */
 	}
@@ -108,7 +108,7 @@ static void lock_all(void)
 static void atfork_prepare(void)
 {
 	lock_all();
-	if (g_pools && pipe2(g_fork_pipe, O_CLOEXEC))
+	if (g_heaps && pipe2(g_fork_pipe, O_CLOEXEC))
 		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
 }
 
@@ -177,11 +177,11 @@ static void atfork_unlock(void)
 	ep__mutex_unlock(&ep__meta_lock);
 	ep__mutex_unlock(&ep__info_lock);
 	ep__mutex_unlock(&ep__patch_drop_lock);
-	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
+	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
 		ep__remote_ungate(p);
 		ep__unlock(&p->lock);
 	}
-	ep__mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_heaps_lock);
 	ep__mutex_unlock(&ep__thread_spare_lock);
 	ep__mutex_unlock(&ep__thread_key_lock);
 	for (struct ep_pool *r = g_roots; r; r = r->next_root)
@@ -207,7 +207,7 @@ static void atfork_child(void)
 {
 	if (g_fork_pipe[1] >= 0)
 		tell_parent(getpid()); /* first: the parent can then see it die */
-	for (struct ep__heap *p = g_pools; p; p = p->gnext)
+	for (struct ep__heap *p = g_heaps; p; p = p->gnext)
 		ep__lock_reset(&p->lock);
 	ep__lock_setup();
 	ep__diag_fork_child();
@@ -245,11 +245,11 @@ void ep__fork_missed(void)
 		pthread_mutex_init(&r->heaps_lock, NULL);
 	pthread_mutex_init(&ep__thread_key_lock, NULL);
 	pthread_mutex_init(&ep__thread_spare_lock, NULL);
-	pthread_mutex_init(&g_pools_lock, NULL);
+	pthread_mutex_init(&g_heaps_lock, NULL);
 	pthread_mutex_init(&ep__patch_drop_lock, NULL);
 	pthread_mutex_init(&ep__info_lock, NULL);
 	pthread_mutex_init(&ep__meta_lock, NULL);
-	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
+	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
 		ep__lock_reset(&p->lock);
 		ep__remote_reset(p);
 		if (p->crange && !p->shares_backend)
@@ -295,8 +295,8 @@ static void atfork_install(void)
  */
 static void hide_from_leak_check(void)
 {
-	ep__mutex_lock(&g_pools_lock);
-	for (struct ep__heap *p = g_pools; p; p = p->gnext) {
+	ep__mutex_lock(&g_heaps_lock);
+	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
 		for (struct ep__pack *k = p->head; k; k = k->next)
@@ -309,39 +309,39 @@ static void hide_from_leak_check(void)
 			}
 		}
 	}
-	ep__mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_heaps_lock);
 }
 
 /* Every heap of every pool, for the handlers (and Valgrind's exit hook). */
 void ep__fork_track(struct ep__heap *h)
 {
 	pthread_once(&g_atfork_once, atfork_install);
-	ep__mutex_lock(&g_pools_lock);
-	h->gnext = g_pools;
-	if (g_pools)
-		g_pools->gprev = h;
-	g_pools = h;
-	ep__mutex_unlock(&g_pools_lock);
+	ep__mutex_lock(&g_heaps_lock);
+	h->gnext = g_heaps;
+	if (g_heaps)
+		g_heaps->gprev = h;
+	g_heaps = h;
+	ep__mutex_unlock(&g_heaps_lock);
 }
 
 void ep__fork_untrack(struct ep__heap *h)
 {
-	ep__mutex_lock(&g_pools_lock);
+	ep__mutex_lock(&g_heaps_lock);
 	if (h->gprev)
 		h->gprev->gnext = h->gnext;
 	else
-		g_pools = h->gnext;
+		g_heaps = h->gnext;
 	if (h->gnext)
 		h->gnext->gprev = h->gprev;
-	ep__mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_heaps_lock);
 }
 
 void ep__each_heap(void (*fn)(struct ep__heap *, void *), void *arg)
 {
-	ep__mutex_lock(&g_pools_lock);
-	for (struct ep__heap *h = g_pools; h; h = h->gnext)
+	ep__mutex_lock(&g_heaps_lock);
+	for (struct ep__heap *h = g_heaps; h; h = h->gnext)
 		fn(h, arg);
-	ep__mutex_unlock(&g_pools_lock);
+	ep__mutex_unlock(&g_heaps_lock);
 }
 
 /* Every pool, for the handlers: its heaps_lock is one of the set. */
