@@ -422,14 +422,7 @@ static Suite *bti_suite(void)
 
 int main(void)
 {
-	struct ep_pool *probe = NULL;
-	int rc = ep_pool_create(NULL, &probe);
-
-	if (rc) {
-		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
-		return 77;
-	}
-	ep_pool_destroy(probe);
+	tu_need_pool();
 	if (!have_bti())
 		printf("check_bti: no BTI here (%s): only the refusal is tested\n",
 #if defined(__aarch64__)

@@ -990,15 +990,7 @@ static Suite *fork_suite(void)
 
 int main(void)
 {
-	struct ep_pool *probe = NULL;
-	int rc = ep_pool_create(NULL, &probe);
-
-	if (rc) {
-		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
-		return 77;
-	}
-	printf("backend: %s\n", ep_pool_backend(probe));
-	ep_pool_destroy(probe);
+	printf("backend: %s\n", tu_need_pool());
 
 	fflush(stdout); /* before Check forks: no duplicated output */
 	SRunner *sr = srunner_create(fork_suite());

@@ -629,14 +629,7 @@ static void skip(const char *test, const char *why)
 
 int main(void)
 {
-	struct ep_pool *probe = NULL;
-	int rc = ep_pool_create(NULL, &probe);
-
-	if (rc) {
-		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
-		return 77;
-	}
-	ep_pool_destroy(probe);
+	tu_need_pool();
 
 	Suite *s = suite_create("hostile");
 	TCase *tc = tcase_create("hostile");

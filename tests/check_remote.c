@@ -932,14 +932,7 @@ static Suite *remote_suite(void)
 
 int main(void)
 {
-	struct ep_pool *probe = NULL;
-	int rc = ep_pool_create(NULL, &probe);
-
-	if (rc) {
-		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
-		return 77;
-	}
-	ep_pool_destroy(probe);
+	tu_need_pool();
 	SRunner *sr = srunner_create(remote_suite());
 
 	srunner_run_all(sr, CK_NORMAL);

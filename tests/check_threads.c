@@ -636,14 +636,7 @@ static Suite *threads_suite(void)
 
 int main(void)
 {
-	struct ep_pool *probe = NULL;
-	int rc = ep_pool_create(NULL, &probe);
-
-	if (rc) {
-		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
-		return 77;
-	}
-	ep_pool_destroy(probe);
+	tu_need_pool();
 
 	fflush(stdout); /* before Check forks: no duplicated output */
 	SRunner *sr = srunner_create(threads_suite());

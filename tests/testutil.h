@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -254,6 +255,23 @@ static inline void *tu_jit_ret(struct ep_pool *pool, size_t size, uint32_t imm, 
 }
 
 /* The base page size of the running kernel (4, 16 or 64 KiB). */
+/* A pool with the default configuration can be made here, or the test
+ * SKIPs (exit 77) saying why.  The backend it got (a static name). */
+static inline const char *tu_need_pool(void)
+{
+	struct ep_pool *probe = NULL;
+	int rc = ep_pool_create(NULL, &probe);
+
+	if (rc) {
+		printf("SKIP: no executable memory for a pool here: %s\n", ep_strerror(rc));
+		exit(77);
+	}
+	const char *name = ep_pool_backend(probe);
+
+	ep_pool_destroy(probe);
+	return name;
+}
+
 static inline size_t tu_page(void)
 {
 	return (size_t)sysconf(_SC_PAGESIZE);
