@@ -120,6 +120,15 @@ static int open_backend(struct ep__heap *heap, const struct ep_config *cfg)
 		why[0] = 0;
 		int rc = ops->open(cfg, &heap->be, why, sizeof(why));
 
+		/* a pack size the backend's pages do not divide (1 MiB on 2 MiB
+		 * huge pages) is a reason to pass it over, not to fail the pool */
+		if (rc == 0 && cfg->pack_size && cfg->pack_size % ops->page_size(pool->be)) {
+			snprintf(why, sizeof(why), "%s: pack_size %zu is not a multiple of its %zu-byte pages",
+				 ops->name, cfg->pack_size, ops->page_size(pool->be));
+			ops->close(pool->be);
+			pool->be = NULL;
+			rc = -EINVAL;
+		}
 		if (rc == 0) {
 			heap->ops = ops;
 			return 0;

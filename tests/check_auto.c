@@ -62,6 +62,39 @@ START_TEST(test_auto_order_and_reasons)
 }
 END_TEST
 
+/* A pack size that only some backends' pages divide: AUTO passes over
+ * the others (hugetlb's 2 MiB pages for a 1 MiB pack) and says why; a
+ * backend named explicitly still refuses it. */
+START_TEST(test_auto_pack_size_fits_pages)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = 1u << 20 };
+	struct ep_pool *p;
+	char why[256];
+
+	unsetenv("EXECPACK_BACKEND");
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	ck_assert_str_ne(ep_pool_backend(p), "hugetlb");
+	ck_assert_int_eq(ep_backend_probe(EP_BACKEND_AUTO, &cfg, why, sizeof(why)), 0);
+	ck_assert_str_eq(why, ep_pool_backend(p));
+	int rc;
+	void *f = tu_jit_ret(p, 6, 9, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 9);
+	if (tu_free_huge_pages() > 0) {
+		/* hugetlb was there and was passed over for its pages */
+		ck_assert_msg(strstr(ep_pool_reasons(p), "hugetlb: pack_size 1048576 is not a multiple"),
+			      "reasons: %s", ep_pool_reasons(p));
+		cfg.backend = EP_BACKEND_HUGETLB;
+		struct ep_pool *q = NULL;
+
+		ck_assert_int_eq(ep_pool_create(&cfg, &q), -EINVAL);
+		ck_assert_ptr_null(q);
+	}
+	ep_pool_destroy(p);
+}
+END_TEST
+
 /* EXECPACK_BACKEND naming no backend fails every AUTO pool: the reason
  * says which variable and which value, without its control characters. */
 START_TEST(test_env_bogus_named)
@@ -284,6 +317,7 @@ int main(void)
 	TCase *tc = tcase_create("select");
 
 	tcase_add_test(tc, test_auto_order_and_reasons);
+	tcase_add_test(tc, test_auto_pack_size_fits_pages);
 	tcase_add_test(tc, test_env_selects);
 	tcase_add_test(tc, test_env_bogus_named);
 	tcase_add_test(tc, test_probe_agrees_with_create);
