@@ -122,11 +122,11 @@ static int open_backend(struct ep__heap *heap, const struct ep_config *cfg)
 
 		/* a pack size the backend's pages do not divide (1 MiB on 2 MiB
 		 * huge pages) is a reason to pass it over, not to fail the pool */
-		if (rc == 0 && cfg->pack_size && cfg->pack_size % ops->page_size(pool->be)) {
+		if (rc == 0 && cfg->pack_size && cfg->pack_size % ops->page_size(heap->be)) {
 			snprintf(why, sizeof(why), "%s: pack_size %zu is not a multiple of its %zu-byte pages",
-				 ops->name, cfg->pack_size, ops->page_size(pool->be));
-			ops->close(pool->be);
-			pool->be = NULL;
+				 ops->name, cfg->pack_size, ops->page_size(heap->be));
+			ops->close(heap->be);
+			heap->be = NULL;
 			rc = -EINVAL;
 		}
 		if (rc == 0) {
