@@ -122,6 +122,18 @@ struct ep_config {
 	 * Less than one pack: -EINVAL at ep_pool_create().  Every backend.
 	 */
 	size_t code_range;
+	/*
+	 * The grain of packs (0, or a caller's sz that ends before this field:
+	 * EP_CHUNK_SIZE, 64): 16 or 32 for pools of tiny code, such as 13- to
+	 * 15-byte thunks, that would leave most of a 64-byte chunk unused.
+	 * Allocations in packs then start on, and are rounded up to, chunk_size
+	 * bytes; ep_shrink() gives back whole chunks of that size.  Any other
+	 * value: -EINVAL.  With EP_F_RANDOMIZE, exec stays inside the first
+	 * chunk in 16-byte steps: 16-byte chunks leave no offset to choose.
+	 * A packed allocation's staging buffer then lines up with exec modulo
+	 * the chunk size (16 or 32), not EP_STAGE_ALIGN.
+	 */
+	size_t chunk_size;
 };
 
 /* What ep_alloc() hands out. */
@@ -134,7 +146,7 @@ struct ep_image {
 struct ep_stats {
 	size_t packs;        /* packs mapped, the empty ones kept included */
 	size_t pack_bytes;   /* their total size */
-	size_t used_bytes;   /* 64-byte chunks in use in packs, in bytes */
+	size_t used_bytes;   /* chunks in use in packs, in bytes (any chunk_size) */
 	size_t live_allocs;  /* live allocations, packed and large */
 	size_t large_allocs; /* allocations bigger than a pack (own mapping) */
 	size_t large_bytes;  /* their mapped size */
@@ -173,7 +185,7 @@ EP_API int ep_free(struct ep_pool *pool, void *exec);
 
 /*
  * Keep only the first size bytes (from image.exec) of a live allocation,
- * before or after ep_finalize(): the whole 64-byte chunks past them go back
+ * before or after ep_finalize(): the whole chunks past them go back
  * to the pool, refilled with traps, and the limit charge and statistics
  * drop by them.  A large allocation keeps its mapping (see ep_shrink(3)).
  * Never grows: -EINVAL for size 0 or more than the allocation has.

@@ -38,7 +38,7 @@
 static void unreserve(struct ep__heap *h, struct ep__alloc *a)
 {
 	if (a->pack) {
-		ep__pack_give_back(h, a->pack, a->chunk, a->reserved / CHUNK, EP__GIVE_FREE);
+		ep__pack_give_back(h, a->pack, a->chunk, a->reserved >> h->shift, EP__GIVE_FREE);
 	} else {
 		ep__range_remove(h, &a->large);
 		ep__route_clear((uintptr_t)a->large.exec, a->large.size);
@@ -70,7 +70,7 @@ static int add_plain(struct ep__heap *h, const void *code, size_t len, size_t re
 		     void **exec)
 {
 	struct ep__pack *p;
-	size_t n = reserved / CHUNK, pos;
+	size_t n = reserved >> h->shift, pos;
 	int rc = ep__pack_find(h, n, &p, &pos);
 
 	if (rc)
@@ -83,12 +83,12 @@ static int add_plain(struct ep__heap *h, const void *code, size_t len, size_t re
 	/* (REC from here: a stray free of this address waits for the heap's
 	 * lock, held until the code is in) */
 	ep__pack_take(h, p, pos, n);
-	if ((rc = put_code(h, &p->r, pos * CHUNK, code, len))) {
+	if ((rc = put_code(h, &p->r, pos << h->shift, code, len))) {
 		ep__pack_give_back(h, p, pos, n, EP__GIVE_FREE);
 		ep__uncharge(h, reserved);
 		return rc;
 	}
-	void *x = (unsigned char *)p->r.exec + pos * CHUNK;
+	void *x = (unsigned char *)p->r.exec + (pos << h->shift);
 	struct ep__diag *none = NULL;
 
 	ep__tally(&h->tally.allocs, 1);
@@ -202,7 +202,8 @@ int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size)
 	ep__code_changed(a->exec, size);
 
 	size_t old = a->reserved - a->offset;
-	size_t keep = ep__round_up(a->offset + size, p ? CHUNK : h->page_size);
+	size_t keep = p ? (a->offset + size + h->cmask) & ~(size_t)h->cmask
+			: ep__round_up(a->offset + size, h->page_size);
 
 	if (keep > a->reserved)
 		keep = a->reserved;
@@ -212,8 +213,8 @@ int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size)
 		size_t cut = a->reserved - keep;
 
 		if (p) {
-			ep__pack_give_back(h, p, c + keep / CHUNK, cut / CHUNK, EP__GIVE_TAIL);
-			ep__st_resize(p, c, keep / CHUNK);
+			ep__pack_give_back(h, p, c + (keep >> h->shift), cut >> h->shift, EP__GIVE_TAIL);
+			ep__st_resize(p, c, keep >> h->shift);
 		}
 		a->reserved = keep;
 		ep__uncharge(h, cut);

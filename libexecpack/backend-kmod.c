@@ -128,7 +128,8 @@ static int kmod_open(const struct ep_config *cfg, struct ep__backend **out, char
 	be->fd = -1;
 	be->page = ep__page_size();
 	be->path = strdup(cfg && cfg->path ? cfg->path : EXECPACK_DEVICE);
-	be->pat = malloc(be->page);
+	/* (page-aligned: a fill by address learnt in phase with a pack) */
+	be->pat = aligned_alloc(be->page, be->page);
 	if (!be->path || !be->pat) {
 		ep__why(why, whylen, "kmod: out of memory");
 		goto fail;
@@ -212,6 +213,25 @@ static void kmod_pattern(struct ep__backend *be, ep_fill_fn fill, void *ctx)
 	}
 }
 
+/*
+ * fill's output for [off, off+len) of a pack, run as the memfd backend runs
+ * it: on a buffer at the same address modulo a page as those bytes, so
+ * that a fill by address (arm64, riscv64) and one by offset from its start
+ * both give what they give there.  *mem: to free; NULL when out of memory.
+ */
+static unsigned char *kmod_fill_buf(const struct ep__backend *be, ep_fill_fn fill, void *ctx,
+				    size_t off, size_t len, unsigned char **mem)
+{
+	*mem = malloc(len + 2 * be->page);
+	if (!*mem)
+		return NULL;
+	uintptr_t a = ((uintptr_t)*mem + be->page - 1) & ~(uintptr_t)(be->page - 1);
+	unsigned char *buf = (unsigned char *)a + off % be->page;
+
+	fill(buf, len, ctx);
+	return buf;
+}
+
 static bool kmod_pattern_exact(const struct ep__backend *be)
 {
 	return be->pat_len <= EXECPACK_PATTERN_MAX;
@@ -257,14 +277,10 @@ static int kmod_new_pack(struct ep__backend *be, size_t size, ep_fill_fn fill, v
 	if (contents) {
 		rc = kmod_copy(be, c.id, 0, contents, size);
 	} else if (!kmod_pattern_exact(be)) {
-		unsigned char *buf = malloc(size);
+		unsigned char *mem, *buf = kmod_fill_buf(be, fill, ctx, 0, size, &mem);
 
-		rc = -ENOMEM;
-		if (buf) {
-			fill(buf, size, ctx);
-			rc = kmod_copy(be, c.id, 0, buf, size);
-			free(buf);
-		}
+		rc = buf ? kmod_copy(be, c.id, 0, buf, size) : -ENOMEM;
+		free(mem);
 	}
 	if (rc)
 		goto fail;
@@ -383,20 +399,22 @@ static int kmod_fill(struct ep__backend *be, struct ep__region *r, size_t off, s
 	if (p->gen != be->gen || be->pid != getpid())
 		return -EBADF;
 	kmod_pattern(be, fill, ctx);
-	if (p->fill == fill && p->fill_ctx == ctx && kmod_pattern_exact(be)) {
+	/* The module starts the pattern again at off: what the fill gives
+	 * there, by address or by offset, where off is a whole number of
+	 * periods (a 64-byte chunk is of every period up to 64; a 16- or
+	 * 32-byte one need not be). */
+	if (p->fill == fill && p->fill_ctx == ctx && kmod_pattern_exact(be) &&
+	    off % be->pat_len == 0) {
 		struct execpack_fill f = { .size = sizeof(f), .id = p->id, .off = off, .len = len };
 
 		return kmod_ioctl(be, EXECPACK_IOC_FILL, &f);
 	}
-	/* Not the pack's own pattern: run fill exactly and copy its output in. */
-	unsigned char *buf = malloc(len ? len : 1);
+	/* Not the pack's own pattern, or not in phase: the fill's bytes,
+	 * copied in. */
+	unsigned char *mem, *buf = kmod_fill_buf(be, fill, ctx, off, len, &mem);
+	int rc = buf ? kmod_copy(be, p->id, off, buf, len) : -ENOMEM;
 
-	if (!buf)
-		return -ENOMEM;
-	fill(buf, len, ctx);
-	int rc = kmod_copy(be, p->id, off, buf, len);
-
-	free(buf);
+	free(mem);
 	return rc;
 }
 

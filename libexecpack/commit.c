@@ -39,7 +39,7 @@ static size_t commit_first(const struct ep__heap *h, size_t n)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), c = EP__COMMIT_FIRST;
 
 	c = (c + page - 1) / page * page;
-	while (c < n * CHUNK && c < h->pack_size)
+	while (c < (n << h->shift) && c < h->pack_size)
 		c *= 2;
 	return c < h->pack_size ? c : h->pack_size;
 }
@@ -99,7 +99,7 @@ int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n, struct ep__re
 	if (!r->committed)
 		r->committed = r->size; /* (a backend that maps whole regions) */
 	/* (a reused pack: a stale remote free may still read it, remote.c) */
-	__atomic_store_n(&p->nchunks, r->committed / CHUNK, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->nchunks, r->committed >> p->shift, __ATOMIC_RELAXED);
 	ep__tally(&h->tally.commit_in, r->committed);
 	return 0;
 }
@@ -119,9 +119,9 @@ int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 	size_t last = p->nchunks ? ep__bitmap_prev_set(p->used, p->nchunks - 1) : SIZE_MAX;
 	size_t from = last == SIZE_MAX ? 0 : last + 1;
 
-	if (n > size / CHUNK - from)
+	if (n > (size >> p->shift) - from)
 		return -ENOSPC;
-	size_t need = (from + n) * CHUNK, want = have;
+	size_t need = (from + n) << p->shift, want = have;
 
 	while (want < need)
 		want += grow_step(want);
@@ -136,7 +136,7 @@ int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 	if (rc)
 		return rc;
 	struct ep__fit fit;
-	size_t nchunks = want / CHUNK;
+	size_t nchunks = want >> p->shift;
 
 	/* (the bits past the prefix are clear: the new tree sees them free) */
 	if (ep__fit_init(&fit, p->used, nchunks))
@@ -150,7 +150,7 @@ int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 	ep__pack_write_begin(p); /* (remote.c reads nchunks) */
 	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
 	ep__pack_write_end(p);
-	p->free_chunks += nchunks - have / CHUNK;
+	p->free_chunks += nchunks - (have >> p->shift);
 	ep__tally(&h->tally.commit_in, want - have);
 	return 0;
 }
@@ -171,14 +171,14 @@ size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p)
 	    p->r.gen != ep__fork_generation() || exec_gain_refused())
 		return 0;
 	size_t last = p->nchunks ? ep__bitmap_prev_set(p->used, p->nchunks - 1) : SIZE_MAX;
-	size_t keep = ((last == SIZE_MAX ? 0 : last + 1) * CHUNK + page - 1) / page * page;
+	size_t keep = (((last == SIZE_MAX ? 0 : last + 1) << p->shift) + page - 1) / page * page;
 
 	if (keep < page)
 		keep = page;
 	if (keep >= have)
 		return 0;
 	struct ep__fit fit;
-	size_t nchunks = keep / CHUNK;
+	size_t nchunks = keep >> p->shift;
 
 	if (ep__fit_init(&fit, p->used, nchunks))
 		return 0;
@@ -190,14 +190,14 @@ size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p)
 	EP_YIELD("uncommit");
 	if (h->ops->uncommit(h->be, &p->r, keep)) {
 		ep__pack_write_begin(p); /* (still committed and filled: back) */
-		__atomic_store_n(&p->nchunks, have / CHUNK, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->nchunks, have >> p->shift, __ATOMIC_RELAXED);
 		ep__pack_write_end(p);
 		ep__fit_destroy(&fit);
 		return 0;
 	}
 	ep__fit_destroy(&p->fit);
 	p->fit = fit;
-	p->free_chunks -= have / CHUNK - nchunks;
+	p->free_chunks -= (have >> p->shift) - nchunks;
 	ep__tally(&h->tally.commit_out, have - keep);
 	return have - keep;
 }

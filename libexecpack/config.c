@@ -192,6 +192,9 @@ int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_confi
 		cfg->backend = (enum ep_backend)backend;
 	if ((cfg->flags & ~EP_F_ALL) || (unsigned)cfg->backend > EP_BACKEND_KMOD)
 		return -EINVAL;
+	if (cfg->chunk_size && cfg->chunk_size != 16 && cfg->chunk_size != 32 &&
+	    cfg->chunk_size != EP_CHUNK_SIZE)
+		return -EINVAL;
 	rc = open_backend(heap, cfg);
 	if (rc)
 		return rc;

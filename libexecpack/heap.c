@@ -133,6 +133,9 @@ struct ep__heap *ep__heap_clone(const struct ep__heap *first)
 	h->fill = first->fill;
 	h->fill_ctx = first->fill_ctx;
 	h->flags = first->flags;
+	h->shift = first->shift;
+	h->cmask = first->cmask;
+	h->slack = first->slack;
 	h->limit = first->limit;
 	h->pack_size = first->pack_size;
 	h->page_size = first->page_size;
@@ -179,6 +182,11 @@ int ep__heap_create(const struct ep_config *cfg_in, struct ep__heap **out)
 		h->fill_ctx = h;
 	}
 	h->flags = cfg.flags;
+	h->shift = (unsigned char)(cfg.chunk_size ? __builtin_ctzll(cfg.chunk_size)
+						  : CHUNK_SHIFT_DEFAULT);
+	h->cmask = (unsigned char)((1u << h->shift) - 1);
+	/* EP_F_RANDOMIZE: exec stays in the first chunk, in 16-byte steps */
+	h->slack = (unsigned char)((cfg.flags & EP_F_RANDOMIZE) ? h->cmask + 1 - 16 : 0);
 	h->limit = cfg.limit;
 	heap_start(h);
 	*out = h;
@@ -259,11 +267,12 @@ static inline void alloc_leave(struct ep__pack *p, size_t c, bool rec)
 /* What an allocation of size bytes reserves (heap.h). */
 size_t ep__heap_reserved(const struct ep__heap *h, size_t size, bool large)
 {
-	size_t want = size + ((h->flags & EP_F_RANDOMIZE) ? RANDOMIZE_SLACK : 0);
+	size_t want = size + h->slack; /* (EP_F_RANDOMIZE: chunk - 16 bytes) */
 
 	if (large)
 		return ep__round_up(want, h->page_size);
-	return ep__round_up(want < h->pack_size ? want : h->pack_size, CHUNK);
+	/* (a mask, not ep__round_up()'s division: the chunk is not a constant) */
+	return ((want < h->pack_size ? want : h->pack_size) + h->cmask) & ~(size_t)h->cmask;
 }
 
 /* Heap lock held: reserved bytes for a (heap.h).  (Inline in ep_alloc():
@@ -299,7 +308,7 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 		ep__tally(&h->tally.lbytes_in, a->large.size);
 	} else {
 		struct ep__pack *p;
-		size_t n = reserved / CHUNK, pos;
+		size_t n = reserved >> h->shift, pos;
 
 		if ((rc = ep__pack_find(h, n, &p, &pos)))
 			return rc;
@@ -311,13 +320,13 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 		ep__pack_take(h, p, pos, n);
 		a->pack = p;
 		a->chunk = pos;
-		a->key = (uintptr_t)p->r.exec + pos * CHUNK;
+		a->key = (uintptr_t)p->r.exec + (pos << h->shift);
 	}
 	if (h->flags & EP_F_RANDOMIZE) {
 		size_t slack = reserved - size, slots = slack / 16 + 1;
 
-		if (!large && slots > CHUNK / 16)
-			slots = CHUNK / 16; /* keep exec inside the first chunk */
+		if (!large && slots > ((size_t)h->cmask + 1) / 16)
+			slots = ((size_t)h->cmask + 1) / 16; /* keep exec inside the first chunk */
 		a->offset = (size_t)(next_random(h) % slots) * 16;
 	}
 	a->reserved = reserved;
@@ -439,7 +448,7 @@ static int copy_in(struct ep__heap *h, struct ep__alloc *a)
 static int refill(struct ep__heap *h, struct ep__alloc *a)
 {
 	EP_YIELD("code write");
-	int rc = ep__region_fill(h, &a->pack->r, a->chunk * CHUNK, a->reserved);
+	int rc = ep__region_fill(h, &a->pack->r, a->chunk << h->shift, a->reserved);
 
 	if (!rc)
 		ep__code_changed((void *)a->key, a->reserved);
@@ -510,7 +519,7 @@ int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 				goto out;
 			}
 		}
-		ep__pack_give_back(h, a->pack, a->chunk, a->reserved / CHUNK, EP__GIVE_FREE);
+		ep__pack_give_back(h, a->pack, a->chunk, a->reserved >> h->shift, EP__GIVE_FREE);
 	} else {
 		if (a->large.sealed && (rc = ep__own_region(h, &a->large)))
 			goto out; /* its refill could not be done: still live */
@@ -557,7 +566,8 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 		rc = -EINVAL; /* not live, or a size it never had: never grows */
 		goto out;
 	}
-	size_t keep = ep__round_up(a->offset + size, a->pack ? CHUNK : h->page_size);
+	size_t keep = a->pack ? (a->offset + size + h->cmask) & ~(size_t)h->cmask
+			      : ep__round_up(a->offset + size, h->page_size);
 
 	if (keep >= a->reserved) {
 		/* nothing whole to give back; diag.c: names end at size */
@@ -584,8 +594,8 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 	ep__diag_shrink(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 			a->key + keep - (uintptr_t)a->exec, size, h->flags);
 	if (a->pack) {
-		ep__pack_give_back(h, a->pack, a->chunk + keep / CHUNK, cut / CHUNK, EP__GIVE_TAIL);
-		ep__st_resize(a->pack, a->chunk, keep / CHUNK);
+		ep__pack_give_back(h, a->pack, a->chunk + (keep >> h->shift), cut >> h->shift, EP__GIVE_TAIL);
+		ep__st_resize(a->pack, a->chunk, keep >> h->shift);
 	}
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
 	ep__patch_changed(h, a);

@@ -347,9 +347,10 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 		uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE);
 		size_t nch = __atomic_load_n(&p->nchunks, __ATOMIC_ACQUIRE);
 
-		if (!base || addr < base || (addr - base) / CHUNK >= nch)
+		/* (the pack's chunk size, for ever: see types.h) */
+		if (!base || addr < base || (addr - base) >> p->shift >= nch)
 			return -ENOENT;
-		size_t c = (addr - base) / CHUNK, s = c;
+		size_t c = (addr - base) >> p->shift, s = c;
 		unsigned char b;
 
 		/* the allocation's first chunk: the nearest state byte before
@@ -373,8 +374,8 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 		if (ep__st_byte(p, s) != b ||
 		    (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE) != base)
 			return -ENOENT;
-		lo = base + s * CHUNK;
-		hi = lo + n * CHUNK;
+		lo = base + (s << p->shift);
+		hi = lo + (n << p->shift);
 		if (st != EP__ST_REC) {
 			/* no record: finalized, unnamed, no window, exec at lo */
 			out->flags |= EP_INFO_FINALIZED;
@@ -382,7 +383,7 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 			out->size = hi - lo;
 			return 0;
 		}
-		have = entry_find(addr, false, base + s * CHUNK, &e);
+		have = entry_find(addr, false, base + (s << p->shift), &e);
 		if (have && (e.lo != lo || e.hi > hi))
 			have = false; /* an older allocation's entry */
 	}
@@ -408,7 +409,9 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 	}
 	if (!named && (!have || e.name))
 		named = ep__symtab_find(have ? e.exec : addr, &nlo, name);
-	for (uintptr_t x = lo; !named && !have && x < lo + CHUNK && x < hi; x += 16)
+	size_t first = p ? (size_t)p->cmask + 1 : EP_CHUNK_SIZE; /* (a pack's chunk) */
+
+	for (uintptr_t x = lo; !named && !have && x < lo + first && x < hi; x += 16)
 		named = x != addr && ep__symtab_find(x, &nlo, name);
 	if (named && nlo >= lo && nlo < hi) {
 		copy_name(out, name);

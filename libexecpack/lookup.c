@@ -33,11 +33,11 @@ struct ep__alloc *ep__alloc_view(struct ep__pack *p, size_t pos, size_t n, struc
 {
 	/* (the fields a pack allocation's paths read; the rest stay unset) */
 	v->hnext = NULL;
-	v->key = (uintptr_t)p->r.exec + pos * CHUNK;
+	v->key = (uintptr_t)p->r.exec + (pos << p->shift);
 	v->exec = (void *)v->key;
 	v->pack = p;
 	v->chunk = pos;
-	v->reserved = (n ? n : ep__alloc_end(p, pos) - pos) * CHUNK;
+	v->reserved = (n ? n : ep__alloc_end(p, pos) - pos) << p->shift;
 	v->offset = 0;
 	v->staging = NULL;
 	v->stash_class = -1;
@@ -60,7 +60,7 @@ struct ep__alloc *ep__alloc_containing(const struct ep__heap *h, uintptr_t addr,
 	if (r->large) {
 		a = r->large;
 	} else {
-		size_t c = (addr - r->lo) / CHUNK;
+		size_t c = (addr - r->lo) >> r->pack->shift;
 
 		if (!ep__bitmap_test(r->pack->used, c))
 			return NULL;
@@ -68,7 +68,7 @@ struct ep__alloc *ep__alloc_containing(const struct ep__heap *h, uintptr_t addr,
 
 		if (s == SIZE_MAX)
 			return NULL;
-		a = ep__hash_find(h, r->lo + s * CHUNK);
+		a = ep__hash_find(h, r->lo + (s << r->pack->shift));
 		if (!a) {
 			if (!ep__st_live(r->pack, s))
 				return NULL; /* an ep_free() under way (remote.c) */
@@ -87,7 +87,7 @@ struct ep__alloc *ep__alloc_exact_slow(const struct ep__heap *h, const void *exe
 	 * first chunk): one hash probe, then for a chunk-aligned address with
 	 * no record, its start bit.  A hash hit is only trusted for a record
 	 * with exactly this address. */
-	uintptr_t x = (uintptr_t)exec, key = x & ~(uintptr_t)(CHUNK - 1);
+	uintptr_t x = (uintptr_t)exec, key = x & ~(uintptr_t)h->cmask;
 	struct ep__alloc *a = ep__hash_find(h, key);
 
 	if (a && a->exec == exec)
@@ -99,7 +99,7 @@ struct ep__alloc *ep__alloc_exact_slow(const struct ep__heap *h, const void *exe
 			return NULL;
 		if (r->large) /* always a record, keyed by the mapping's start */
 			return r->large->exec == exec ? r->large : NULL;
-		size_t c = (x - r->lo) / CHUNK;
+		size_t c = (x - r->lo) >> r->pack->shift;
 
 		return ep__bitmap_test(r->pack->start, c) && ep__st_live(r->pack, c)
 			       ? ep__alloc_view(r->pack, c, ep__st_len(ep__st_byte(r->pack, c)), v)

@@ -20,7 +20,7 @@ static inline struct ep__region *ep__alloc_region(struct ep__alloc *a)
 /* Offset of the reservation inside its region. */
 static inline size_t ep__alloc_region_off(const struct ep__alloc *a)
 {
-	return a->pack ? a->chunk * CHUNK : 0;
+	return a->pack ? a->chunk << a->pack->shift : 0;
 }
 
 /* The end (chunk index) of the allocation that starts at chunk pos. */
@@ -46,12 +46,11 @@ static inline struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct
 	 * says at once whether it has a record.  Otherwise the region was
 	 * released (and maybe the struct reused) meanwhile, and the ranges
 	 * decide. */
-	if (p && !((uintptr_t)exec & (CHUNK - 1))) {
+	if (p && !((uintptr_t)exec & p->cmask)) {
 		uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_RELAXED);
-		uintptr_t off = (uintptr_t)exec - base;
+		size_t c = ((uintptr_t)exec - base) >> p->shift;
 
-		if (p->heap == h && base && off < __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK) {
-			size_t c = off / CHUNK;
+		if (p->heap == h && base && c < __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED)) {
 			unsigned char b = ep__st_byte(p, c), s = b & EP__ST_MASK;
 
 			/* (a live state is on a first chunk only) */

@@ -89,7 +89,7 @@ static void pack_release(struct ep__heap *h, struct ep__pack *p)
  * state, a byte a chunk. */
 static size_t pack_meta_bytes(const struct ep__heap *h)
 {
-	size_t nchunks = h->pack_size / CHUNK, words = EP__BITMAP_WORDS(nchunks);
+	size_t nchunks = h->pack_size >> h->shift, words = EP__BITMAP_WORDS(nchunks);
 
 	return (3 * words + EP__BITMAP_WORDS(words)) * sizeof(uint64_t) + nchunks;
 }
@@ -103,7 +103,7 @@ void ep__pack_free(struct ep__pack *p)
 /* A pack struct with clear maps: a spare, or a new one. */
 static struct ep__pack *pack_get(struct ep__heap *h)
 {
-	size_t nchunks = h->pack_size / CHUNK, words = EP__BITMAP_WORDS(nchunks);
+	size_t nchunks = h->pack_size >> h->shift, words = EP__BITMAP_WORDS(nchunks);
 	size_t sum = EP__BITMAP_WORDS(words);
 	struct ep__pack *p, **pp = &h->spare_packs;
 
@@ -131,6 +131,8 @@ static struct ep__pack *pack_get(struct ep__heap *h)
 	p->done_sum = p->done + words;
 	p->state = (unsigned char *)(p->done_sum + sum);
 	p->heap = h;
+	p->shift = h->shift;
+	p->cmask = h->cmask;
 	p->nchunks = nchunks;
 	return p;
 }
@@ -268,7 +270,7 @@ __attribute__((noinline)) void ep__pack_take(struct ep__heap *h, struct ep__pack
 	ep__st_born(p, pos, n); /* (a record from the start: ep__heap_alloc() gives it one) */
 	ep__fit_mark_set(&p->fit, p->used, pos, n);
 	p->free_chunks -= n;
-	ep__tally(&h->tally.used_in, n * CHUNK);
+	ep__tally(&h->tally.used_in, n << p->shift);
 }
 /* Chunks [pos, pos+n) are free again; the allocation starting at pos is
  * gone unless it only shrank (EP__GIVE_TAIL).  A lock-free free counted
@@ -290,7 +292,7 @@ __attribute__((noinline)) void ep__pack_give_back(struct ep__heap *h, struct ep_
 	p->free_chunks += n;
 	ep__fits_raise(h, p, pos, n, run);
 	if (!counted)
-		ep__tally(&h->tally.used_out, n * CHUNK);
+		ep__tally(&h->tally.used_out, n << p->shift);
 	if (p->free_chunks == p->nchunks)
 		ep__pack_emptied(h, p);
 }

@@ -92,7 +92,7 @@ void ep__rec_put(struct ep__heap *h, struct ep__alloc *a)
 }
 static int stash_class(size_t size)
 {
-	if (size <= CHUNK)
+	if (size <= STASH_MIN)
 		return 0;
 	int k = 64 - __builtin_clzll((unsigned long long)(size - 1)) - 6;
 
@@ -115,7 +115,7 @@ unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls)
 									: EP_STAGE_ALIGN));
 	if (h->nstash[k])
 		return h->stash[k][--h->nstash[k]];
-	return aligned_alloc(EP_STAGE_ALIGN, (size_t)CHUNK << k);
+	return aligned_alloc(EP_STAGE_ALIGN, (size_t)STASH_MIN << k);
 }
 void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
 {

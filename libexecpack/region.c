@@ -65,10 +65,10 @@ static int retrap_run(struct ep__heap *h, struct ep__pack *p, size_t s, size_t e
 	e = e < p->nchunks ? e : p->nchunks;
 	if (s >= e)
 		return 0;
-	int rc = ep__region_fill(h, &p->r, s * CHUNK, (e - s) * CHUNK);
+	int rc = ep__region_fill(h, &p->r, s << p->shift, (e - s) << p->shift);
 
 	if (!rc)
-		ep__code_changed((unsigned char *)p->r.exec + s * CHUNK, (e - s) * CHUNK);
+		ep__code_changed((unsigned char *)p->r.exec + (s << p->shift), (e - s) << p->shift);
 	return rc;
 }
 

@@ -129,8 +129,9 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 {
 	struct ep__heap *h = p->heap;
 	uintptr_t x = (uintptr_t)exec;
+	unsigned shift = p->shift; /* (the pack's for ever, released or not) */
 
-	if (!h->ops->alias_io || ep__under_valgrind() || (x & (CHUNK - 1)))
+	if (!h->ops->alias_io || ep__under_valgrind() || (x & p->cmask))
 		return 1;
 	int rc = 1;
 
@@ -142,18 +143,18 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_SEQ_CST);
 
 	/* (a released pack reads NULL: the lock's path finds nothing) */
-	if (x < base || x - base >= __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) * CHUNK ||
+	if (x < base || (x - base) >> shift >= __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&p->r.gen, __ATOMIC_RELAXED) != ep__fork_generation())
 		goto unpin;
-	size_t c = (x - base) / CHUNK, n;
+	size_t c = (x - base) >> shift, n;
 
 	if ((rc = ep__st_claim_free(p, c, &n)))
 		goto unpin; /* a record (1: the lock's path), or not live */
 	/* (its state byte keeps the length unless it is long) */
-	size_t len = (n ? n : racy_end(p, c) - c) * CHUNK;
+	size_t len = (n ? n : racy_end(p, c) - c) << shift;
 
 	EP_YIELD("remote refill");
-	ep__alias_fill(p->r.guards, h->fill, (unsigned char *)p->r.rw + c * CHUNK, len,
+	ep__alias_fill(p->r.guards, h->fill, (unsigned char *)p->r.rw + (c << shift), len,
 		       h->fill_ctx);
 	ep__sync_icache((void *)x, len);
 	ep__uncharge(h, len);
@@ -263,7 +264,7 @@ void ep__remote_reset(struct ep__heap *h)
 		for (size_t w = 0; w < EP__BITMAP_WORDS(p->nchunks); w++)
 			for (uint64_t st = p->start[w]; st; st &= st - 1) {
 				size_t c = w * 64 + (size_t)__builtin_ctzll(st);
-				uintptr_t key = (uintptr_t)p->r.exec + c * CHUNK;
+				uintptr_t key = (uintptr_t)p->r.exec + (c << p->shift);
 
 				/* (a free from another thread would wait for that
 				 * holder for ever) */

@@ -24,7 +24,7 @@ size_t ep__heap_trim(struct ep__heap *h)
 	for (int k = 0; k < STASH_CLASSES; k++) {
 		while (h->nstash[k]) {
 			free(h->stash[k][--h->nstash[k]]);
-			n += (size_t)CHUNK << k;
+			n += (size_t)STASH_MIN << k;
 		}
 	}
 	while (h->spare_recs) {

@@ -16,10 +16,14 @@
 #include "execpack.h"
 #include "lock.h"
 
-#define CHUNK EP_CHUNK_SIZE
-#define RANDOMIZE_SLACK 48 /* extra bytes reserved for EP_F_RANDOMIZE */
-
-/* Staging buffers of 64 << k bytes (k < STASH_CLASSES) are kept for reuse. */
+/*
+ * A heap's chunks are 1 << shift bytes (ep_config.chunk_size: 16, 32, or
+ * EP_CHUNK_SIZE by default), kept in the heap and in each of its packs,
+ * where lock-free readers (remote.c, lookup.h) find it; it never changes.
+ */
+#define CHUNK_SHIFT_DEFAULT 6 /* EP_CHUNK_SIZE */
+/* Staging buffers of STASH_MIN << k bytes (k < STASH_CLASSES) are kept for reuse. */
+#define STASH_MIN 64
 #define STASH_CLASSES 7
 #define STASH_DEPTH 8
 #define SPARE_RECORDS 64
@@ -70,6 +74,9 @@ struct ep__pack {
 	uint64_t *start;   /* an allocation begins here */
 	struct ep__fit fit; /* longest free runs of used, for first fit */
 	int cached;         /* empty and counted in the pool's empty_packs */
+	/* log2 of the chunk size and the size - 1: the heap's, for ever (in
+	 * what was padding: the fields around keep their cache lines) */
+	unsigned char shift, cmask;
 	size_t slot;        /* its place in the heap's creation order (by_slot) */
 
 	/* read without the lock (remote.c); all atomics */
@@ -121,6 +128,10 @@ struct ep__heap {
 	ep_fill_fn user_fill; /* ep_config.fill, called through fill_guarded() */
 	void *user_fill_ctx;
 	unsigned flags;
+	/* log2 of the chunk size (ep_config.chunk_size), the size - 1, and the
+	 * bytes more reserved for EP_F_RANDOMIZE (heap.c) or 0 (in what was
+	 * padding) */
+	unsigned char shift, cmask, slack;
 	size_t limit;
 	size_t pack_size;
 	size_t page_size;

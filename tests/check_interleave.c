@@ -370,8 +370,9 @@ static void model_gone(const void *x)
 	model_gone_at(model_find(x), x);
 }
 
-/* A chunk of the trap fill (chunks are 64-byte aligned, like this one). */
-static unsigned char g_trap[CHUNK] __attribute__((aligned(CHUNK)));
+/* A chunk of the trap fill (chunks are aligned to their size, at least 16
+ * bytes; the fills' periods divide 16). */
+static unsigned char g_trap[EP_CHUNK_SIZE] __attribute__((aligned(EP_CHUNK_SIZE)));
 
 static void check_traps(const char *where)
 {
@@ -383,9 +384,9 @@ static void check_traps(const char *where)
 			for (size_t c = 0; c < p->nchunks; c++) {
 				if (ep__bitmap_test(p->used, c))
 					continue;
-				unsigned char *b = (unsigned char *)p->r.exec + c * CHUNK;
+				unsigned char *b = (unsigned char *)p->r.exec + (c << p->shift);
 
-				if (memcmp(b, g_trap, CHUNK)) {
+				if (memcmp(b, g_trap, (size_t)1 << p->shift)) {
 					il_fail("free chunk %zu of a pack (%p) holds code (at %s)", c,
 						(void *)b, where);
 					return;
@@ -1475,6 +1476,43 @@ START_TEST(test_add_trim_vs_free)
 }
 END_TEST
 
+/* 17. s10 on 16-byte chunks, at the state byte's bound: a program of 31
+ * chunks (its length in the byte) shrunk to 5, one of 32 (the maps say)
+ * finalized, each raced by a free from another thread. */
+static void s17_owner(int id)
+{
+	jit(16, 1);
+	g_pub[0] = jit(31 * 16, 1);
+	g_pub[1] = jit(32 * 16, 0);
+	g_rc[id][0] = ep_shrink(g_pool, g_pub[0], 70);
+	if (g_rc[id][0] == 0 && model_find(g_pub[0]) >= 0)
+		g_model[model_find(g_pub[0])].size = 80;
+	g_rc[id][1] = ep_finalize(g_pool, g_pub[1]);
+}
+
+static void s17(unsigned long seed)
+{
+	void (*fns[])(int) = { s17_owner, s10_freer, s10_freer };
+	struct ep_config cfg = { .sz = sizeof(cfg), .limit = 1 << 20, .chunk_size = 16 };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(&cfg);
+	run(seed, fns, 3);
+	for (int i = 0; i < 2; i++) {
+		if (g_rc[0][i] && g_rc[0][i] != -EINVAL)
+			il_fail("owner's call %d: %d", i, g_rc[0][i]);
+		if (g_rc[i + 1][i])
+			il_fail("free %d: %d", i, g_rc[i + 1][i]);
+	}
+	pool_end();
+}
+
+START_TEST(test_small_chunks_shrink_finalize_vs_free)
+{
+	each_seed("s17", s17, 65, 1);
+}
+END_TEST
+
 /* A fork child of a schedule: whatever the library's own child handler
  * does must end, or the child is stopped (this handler runs first). */
 static void child_alarm(void)
@@ -1515,6 +1553,7 @@ int main(void)
 	tcase_add_test(tc, test_shrink_finalize_vs_free);
 	tcase_add_test(tc, test_stale_free_vs_pack_reuse);
 	tcase_add_test(tc, test_add_trim_vs_free);
+	tcase_add_test(tc, test_small_chunks_shrink_finalize_vs_free);
 	tcase_add_test(tc, test_code_range);
 	tcase_add_test(tc, test_patch_vs_free);
 	tcase_add_test(tc, test_patch_vs_write_shrink_name);

@@ -366,6 +366,58 @@ START_TEST(test_api_code_range)
 }
 END_TEST
 
+/* A fill whose period is 64 bytes, by address (as the arm64 and riscv64
+ * fills are, with shorter periods). */
+static void fill_addr64(void *dst, size_t len, void *ctx)
+{
+	unsigned char *b = dst;
+
+	(void)ctx;
+	for (size_t i = 0; i < len; i++)
+		b[i] = (unsigned char)(0xc0 | ((uintptr_t)(b + i) & 63));
+}
+
+static int holds_addr64(const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i] != (unsigned char)(0xc0 | ((uintptr_t)(b + i) & 63)))
+			return 0;
+	return 1;
+}
+
+/* 16-byte chunks on the module's packs: a refill at an offset that is no
+ * whole number of the fill's periods gets the fill's bytes for there. */
+START_TEST(test_api_small_chunks_fill_phase)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_KMOD, .path = dev_path,
+				 .chunk_size = 16, .fill = fill_addr64 };
+	struct ep_pool *pool = NULL;
+	struct ep_image img[4];
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(ep_alloc(pool, 16, &img[i]), 0);
+		ck_assert_uint_eq((uintptr_t)img[i].exec % 16, 0);
+		tu_emit_ret_imm(img[i].rw, (uint32_t)i);
+		ck_assert_int_eq(ep_finalize(pool, img[i].exec), 0);
+	}
+	ck_assert_ptr_eq(img[1].exec, (char *)img[0].exec + 16);
+	/* the pack's fresh bytes, then refills at 16, 32 and 48 bytes into a
+	 * period */
+	ck_assert(holds_addr64((char *)img[3].exec + 16, 4096 - 64));
+	for (int i = 1; i < 4; i++) {
+		ck_assert_int_eq(ep_free(pool, img[i].exec), 0);
+		ck_assert_msg(holds_addr64(img[i].exec, 16), "refill of chunk %d out of phase", i);
+	}
+	ck_assert_int_eq(tu_as_fn(img[0].exec)(), 0);
+	ck_assert_int_eq(ep_free(pool, img[0].exec), 0);
+	ck_assert(holds_addr64(img[0].exec, 64));
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 /* A one-store patch (the imm32 inside one 8-byte word on x86, one aligned
  * instruction word elsewhere) is never seen half done. */
 static volatile int race_stop;
@@ -1275,6 +1327,7 @@ static Suite *kmod_suite(void)
 	tcase_add_test(api, test_api_fork_private);
 	tcase_add_test(api, test_api_patch_not_torn);
 	tcase_add_test(api, test_api_code_range);
+	tcase_add_test(api, test_api_small_chunks_fill_phase);
 	tcase_add_test(dev, test_dev_mmap_write_refused);
 	tcase_add_test(dev, test_dev_copy_and_fill);
 	tcase_add_test(dev, test_dev_bad_input);

@@ -75,7 +75,9 @@ alloc() raises OSError(EADDRNOTAVAIL).  Pool(code_range=size) keeps every
 allocation of the pool inside one range of that size, reserved at
 creation, so that JIT code calls any other of the pool's with a call
 rel32 (up to 2 GiB); a full range raises OSError(ENOMEM) from alloc(),
-one smaller than a pack OSError(EINVAL).
+one smaller than a pack OSError(EINVAL).  Pool(chunk_size=16) (or 32)
+packs tiny code on a finer grain than the default 64 bytes (CHUNK_SIZE):
+a 15-byte thunk takes 16 bytes; other sizes raise OSError(EINVAL).
 
 Diagnostics.  pool.set_name(f, "name") names code for symbolize(address)
 (which gives (name, offset) or None), perf and debuggers (with the flags

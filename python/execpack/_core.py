@@ -93,6 +93,7 @@ class _Config(ctypes.Structure):
         # the fields last added: sz = sizeof(_Config) tells the library
         # they are here
         ("code_range", ctypes.c_size_t),
+        ("chunk_size", ctypes.c_size_t),
     ]
 
 
@@ -367,7 +368,8 @@ class Pool:
     def __init__(self, backend: Union[str, int] = "auto", pack_size: int = 0,
                  limit: int = 0, flags: int = 0,
                  path: Optional[Union[str, bytes, "os.PathLike[str]"]] = None,
-                 near: "NearAddress" = None, code_range: int = 0) -> None:
+                 near: "NearAddress" = None, code_range: int = 0,
+                 chunk_size: int = 0) -> None:
         """Create a pool (ep_pool_create()).
 
         near places every pack of the pool within 2 GiB (less the pack
@@ -383,13 +385,17 @@ class Pool:
         that any two of them are less than code_range apart (a call rel32
         reaches from one to any other for up to 2 GiB).  A full range makes
         alloc() raise OSError(ENOMEM); less than one pack raises
-        OSError(EINVAL)."""
+        OSError(EINVAL).
+
+        chunk_size is the grain of packs: 0 (64 bytes, CHUNK_SIZE), or 16
+        or 32 for tiny code such as 15-byte thunks, which then take 16
+        bytes each; any other value raises OSError(EINVAL)."""
         self._handle: Optional[int] = None
         # exec address -> _Allocation of what this pool handed out and
         # is still referenced: free() and close() mark them dead
         self._live: "weakref.WeakValueDictionary[int, _Allocation]" = \
             weakref.WeakValueDictionary()
-        cfg = _config(backend, pack_size, limit, flags, path, near, code_range)
+        cfg = _config(backend, pack_size, limit, flags, path, near, code_range, chunk_size)
         lib = library()
         handle = ctypes.c_void_p()
         _check(lib.ep_pool_create(ctypes.byref(cfg), ctypes.byref(handle)), "ep_pool_create")
@@ -692,7 +698,8 @@ def _near_address(near: NearAddress) -> Optional[int]:
 
 def _config(backend: Union[str, int], pack_size: int, limit: int, flags: int,
             path: Optional[Union[str, bytes, "os.PathLike[str]"]],
-            near: NearAddress = None, code_range: int = 0) -> _Config:
+            near: NearAddress = None, code_range: int = 0,
+            chunk_size: int = 0) -> _Config:
     """A struct ep_config from checked Python values (Pool() and probe())."""
     if isinstance(backend, str):
         if backend not in BACKENDS:
@@ -716,5 +723,6 @@ def _config(backend: Union[str, int], pack_size: int, limit: int, flags: int,
     cfg.path = raw
     cfg.near = _near_address(near)
     cfg.code_range = _unsigned(code_range, _SIZE_MAX, "size_t", "code_range")
+    cfg.chunk_size = _unsigned(chunk_size, _SIZE_MAX, "size_t", "chunk_size")
     return cfg
 

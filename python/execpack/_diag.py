@@ -17,13 +17,16 @@ _NAME_BUF = 256
 
 def probe(backend: Union[str, int] = "auto", pack_size: int = 0, limit: int = 0,
           flags: int = 0, path: Optional[Union[str, bytes]] = None,
-          near: NearAddress = None, code_range: int = 0) -> Tuple[int, str]:
+          near: NearAddress = None, code_range: int = 0,
+          chunk_size: int = 0) -> Tuple[int, str]:
     """ep_backend_probe(): (0, why) when the backend works here with this
     configuration, else (-errno, the one-line reason).  For "auto", why
     names the backend AUTO would take.  Bad arguments raise as for Pool();
     near as for Pool(): -EADDRNOTAVAIL when nothing that near is free;
-    code_range as for Pool(): -EINVAL when it is less than a pack."""
-    cfg: _Config = _config(backend, pack_size, limit, flags, path, near, code_range)
+    code_range as for Pool(): -EINVAL when it is less than a pack;
+    chunk_size as for Pool(): -EINVAL for a size other than 0, 16, 32, 64."""
+    cfg: _Config = _config(backend, pack_size, limit, flags, path, near, code_range,
+                           chunk_size)
     why = ctypes.create_string_buffer(256)
     rc: int = library().ep_backend_probe(cfg.backend, ctypes.byref(cfg), why, len(why))
     return rc, why.value.decode(errors="replace")

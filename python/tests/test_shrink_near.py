@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Tests of Pool.shrink() (ep_shrink), Pool(near=...) (ep_config.near),
-Pool(code_range=...) (ep_config.code_range) and the flag constants (F_JITDUMP among them).
+Pool(code_range=...) (ep_config.code_range), Pool(chunk_size=...)
+(ep_config.chunk_size) and the flag constants (F_JITDUMP among them).
 
 Run by pytest, or as a script by tests/python-binding.sh (exit 0, 1, or 77
 when there is no executable memory here).  EXECPACK_HEADER, when set, is
@@ -226,17 +227,18 @@ class NearTest(unittest.TestCase):
                 self.assertEqual(pool.load(FORTY_TWO)(), 42)
 
     def test_config_follows_the_header(self) -> None:
-        """struct ep_config as the binding passes it: code_range last, and sz
+        """struct ep_config as the binding passes it: chunk_size last, and sz
         covering it (else the library would take it as 0)."""
         cfg_type = execpack._core._Config
         names = [f[0] for f in cfg_type._fields_]
-        self.assertEqual(names[-1], "code_range")
-        self.assertEqual(cfg_type.code_range.offset + ctypes.sizeof(ctypes.c_size_t),
+        self.assertEqual(names[-1], "chunk_size")
+        self.assertEqual(cfg_type.chunk_size.offset + ctypes.sizeof(ctypes.c_size_t),
                          ctypes.sizeof(cfg_type))
-        cfg = execpack._core._config("memfd", 0, 0, 0, None, 0x1000, 1 << 24)
+        cfg = execpack._core._config("memfd", 0, 0, 0, None, 0x1000, 1 << 24, 16)
         self.assertEqual(cfg.sz, ctypes.sizeof(cfg_type))
         self.assertEqual(cfg.near, 0x1000)
         self.assertEqual(cfg.code_range, 1 << 24)
+        self.assertEqual(cfg.chunk_size, 16)
         fields = header_config_fields()
         if fields is not None:
             self.assertEqual(names, fields)
@@ -373,6 +375,40 @@ class CodeRangeTest(unittest.TestCase):
                 img = pool.alloc(n)
                 self.assertLess(abs(img.exec - target), REACH)
                 self.assertLess(abs(img.exec + img.size - 1 - target), REACH)
+
+
+class ChunkSizeTest(unittest.TestCase):
+    """Pool(chunk_size=...) (ep_config.chunk_size)."""
+
+    def test_thunks(self) -> None:
+        for grain in (16, 32, 64):
+            with execpack.Pool("memfd", chunk_size=grain) as pool:
+                imgs = [pool.alloc(15) for _ in range(100)]
+                for img in imgs:
+                    self.assertEqual(img.exec % grain, 0)
+                    self.assertEqual(img.size, grain)
+                self.assertEqual(pool.stats()["used_bytes"], 100 * grain)
+                pool.free(imgs[1])
+                self.assertEqual(pool.alloc(1).exec, imgs[1].exec)  # first fit
+
+    def test_default_is_chunk_size(self) -> None:
+        with execpack.Pool("memfd") as pool:
+            self.assertEqual(pool.alloc(1).size, CHUNK)
+
+    def test_bad_sizes(self) -> None:
+        for bad in (1, 8, 48, 128):
+            with self.assertRaises(OSError) as cm:
+                execpack.Pool("memfd", chunk_size=bad)
+            self.assertEqual(cm.exception.errno, errno.EINVAL)
+            self.assertEqual(execpack.probe("memfd", chunk_size=bad)[0], -errno.EINVAL)
+        with self.assertRaises(ValueError):
+            execpack.Pool(chunk_size=-16)
+
+    def test_shrink_small_chunks(self) -> None:
+        with execpack.Pool("memfd", chunk_size=16) as pool:
+            img = pool.alloc(100)
+            pool.shrink(img, 20)
+            self.assertEqual(pool.stats()["used_bytes"], 32)
 
 
 def main() -> int:

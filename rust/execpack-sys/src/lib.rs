@@ -68,6 +68,7 @@ pub struct ep_config {
     pub near: *const c_void,
     /// One range of this many bytes holding every pack of the pool; 0: none.
     pub code_range: usize,
+    pub chunk_size: usize,
 }
 
 impl Default for ep_config {
@@ -83,6 +84,7 @@ impl Default for ep_config {
             path: std::ptr::null(),
             near: std::ptr::null(),
             code_range: 0,
+            chunk_size: 0,
         }
     }
 }

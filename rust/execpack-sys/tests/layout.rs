@@ -63,7 +63,10 @@ macro_rules! offsets {
 #[test]
 fn structs_match_the_c_compilers_layout() {
     let structs = vec![
-        offsets!(ep_config, sz, backend, pack_size, limit, flags, fill, fill_ctx, path, near, code_range),
+        offsets!(
+            ep_config, sz, backend, pack_size, limit, flags, fill, fill_ctx, path, near,
+            code_range, chunk_size
+        ),
         offsets!(ep_image, exec, rw, size),
         offsets!(ep_info, pool, exec, size, rw, patch_exec, patch_rw, patch_len, flags, name, reserved),
         offsets!(ep_stats, packs, pack_bytes, used_bytes, live_allocs, large_allocs, large_bytes),

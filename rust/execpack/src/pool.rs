@@ -124,6 +124,7 @@ pub struct PoolBuilder {
     path: Option<CString>,
     near: usize,
     code_range: usize,
+    chunk_size: usize,
 }
 
 impl Default for PoolBuilder {
@@ -137,6 +138,7 @@ impl Default for PoolBuilder {
             path: None,
             near: 0,
             code_range: 0,
+            chunk_size: 0,
         }
     }
 }
@@ -182,6 +184,12 @@ impl PoolBuilder {
         self.near = addr as usize;
         self
     }
+    /// The grain of packs: 0 (64 bytes), 16 or 32 for tiny code; anything
+    /// else makes `build` fail with EINVAL.
+    pub fn chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk_size = bytes;
+        self
+    }
 
     /// Reserve one contiguous range of `bytes` at creation that holds every
     /// pack and large mapping of the pool: any two of its allocations are
@@ -209,6 +217,7 @@ impl PoolBuilder {
         c.path = self.path.as_ref().map_or(ptr::null(), |p| p.as_ptr());
         c.near = self.near as *const _;
         c.code_range = self.code_range;
+        c.chunk_size = self.chunk_size;
         c
     }
 

@@ -265,3 +265,18 @@ fn as_fn_refuses_what_is_not_pointer_sized() {
     let c = put(&pool, &ret_imm(1));
     let _: u32 = unsafe { c.as_fn() };
 }
+
+#[test]
+fn chunk_size_grain() {
+    // 16-byte chunks: a 15-byte thunk takes 16 bytes
+    let small = Pool::builder().backend(Backend::Memfd).chunk_size(16).build().unwrap();
+    let thunks: Vec<_> = (0..100).map(|_| small.alloc(15).unwrap()).collect();
+    for t in &thunks {
+        assert_eq!(t.exec_addr() % 16, 0);
+    }
+    assert_eq!(small.stats().used_bytes, 100 * 16);
+    drop(thunks);
+    assert_eq!(small.stats().used_bytes, 0);
+    let e = Pool::builder().chunk_size(48).build().unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+}
