@@ -169,6 +169,38 @@ START_TEST(test_thunks)
 }
 END_TEST
 
+/* ep_add() and ep_finalize_size() on the pool's grain. */
+START_TEST(test_add)
+{
+	size_t g = grains[_i];
+	struct ep_pool *p = grain_pool(g, 0, 0, 0);
+	unsigned char code[40];
+	void *x[8];
+	struct ep_image img;
+
+	tu_fill_nops(code, sizeof(code));
+	tu_emit_ret_imm(code, 9);
+	for (int i = 0; i < 8; i++) {
+		ck_assert_int_eq(ep_add(p, code, 15, &x[i]), 0);
+		ck_assert_uint_eq((uintptr_t)x[i] % g, 0);
+		if (i)
+			ck_assert_ptr_eq(x[i], (char *)x[i - 1] + g);
+	}
+	ck_assert_uint_eq(stats(p).used_bytes, 8 * g);
+	ck_assert_int_eq(tu_as_fn(x[7])(), 9);
+	ck_assert_int_eq(ep_alloc(p, 200, &img), 0);
+	memcpy(img.rw, code, sizeof(code));
+	ck_assert_int_eq(ep_finalize_size(p, img.exec, 17), 0);
+	ck_assert_uint_eq(stats(p).used_bytes, 8 * g + round_to(17, g));
+	ck_assert_int_eq(tu_as_fn(img.exec)(), 9);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(ep_free(p, x[i]), 0);
+	ck_assert_int_eq(ep_free(p, img.exec), 0);
+	ck_assert_uint_eq(stats(p).used_bytes, 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_shrink)
 {
 	size_t g = grains[_i];
@@ -330,6 +362,7 @@ int main(void)
 	tcase_add_test(tc, test_bad_values);
 	tcase_add_loop_test(tc, test_sizes, 0, n);
 	tcase_add_loop_test(tc, test_thunks, 0, n);
+	tcase_add_loop_test(tc, test_add, 0, n);
 	tcase_add_loop_test(tc, test_shrink, 0, n);
 	tcase_add_loop_test(tc, test_state_lengths_remote, 0, n);
 	tcase_add_loop_test(tc, test_names_and_limit, 0, n);
