@@ -110,7 +110,9 @@ static void heap_start(struct ep__heap *h)
 	if (ep__under_valgrind()) {
 		VALGRIND_HG_DISABLE_CHECKING(&h->tally, sizeof(h->tally));
 		VALGRIND_HG_DISABLE_CHECKING(&h->owner, sizeof(h->owner));
+		VALGRIND_HG_DISABLE_CHECKING(&h->orphaned, sizeof(h->orphaned));
 	}
+	__atomic_store_n(&h->orphaned, 1, __ATOMIC_RELAXED); /* (no owner yet) */
 }
 
 /* Another heap on the same backend and settings as first. */

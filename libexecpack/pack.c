@@ -24,7 +24,6 @@
 #include "region.h"
 #include "route.h"
 #include "tally.h"
-#include "thread.h"
 
 /*
  * Kept for reuse (struct ep__pack): a stale lock-free free may still read

@@ -58,6 +58,13 @@ enum ep__give {
 /* Chunks [pos, pos+n) are free again (how: enum ep__give). */
 void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n,
 			enum ep__give how);
+/* Whether h's thread has exited, or it has none yet (any thread, no lock;
+ * thread.c keeps the flag). */
+static inline bool ep__heap_orphaned(const struct ep__heap *h)
+{
+	EP_YIELD("heap orphaned?");
+	return __atomic_load_n(&h->orphaned, __ATOMIC_SEQ_CST);
+}
 /* p is empty: keep it or release it. */
 void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p);
 void ep__pack_free(struct ep__pack *p);

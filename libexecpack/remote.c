@@ -44,8 +44,8 @@
  *
  * The owner's exit against a free queued here (a store then a load on each
  * side): the free pushes on h->remote, then reads whether the heap has lost
- * its thread; the exiting thread marks its record dead, then drains what
- * is queued (thread.c).  All four accesses are seq_cst, so at least
+ * its thread (h->orphaned); the exiting thread sets that flag on each of
+ * its heaps, then drains what is queued (thread.c).  All four accesses are seq_cst, so at least
  * one of the two sees the other's store and the chunks come back.
  */
 #include "config.h"
@@ -61,7 +61,6 @@
 #include "records.h"
 #include "region.h"
 #include "remote.h"
-#include "thread.h"
 #include "track.h"
 #include "wait.h"
 

@@ -3,9 +3,11 @@
  * thread.c - the heap each thread allocates from.
  *
  * A thread that allocates is known by a small record that outlives it while
- * a heap still names it as owner: at exit the thread marks it dead, and the
- * next thread that wants a heap in that pool adopts the heap instead of
- * making one.  refs counts the thread itself and the heaps that name it.
+ * a heap still names it as owner: at exit the thread marks each heap it
+ * owns orphaned (the flag that pack.c and remote.c read, so that they need
+ * nothing of this file), and the next thread that wants a heap in that
+ * pool adopts the heap instead of making one.  refs counts the thread
+ * itself and the heaps that name it.
  */
 #include "config.h"
 
@@ -53,8 +55,10 @@ static void trim_if_mine(struct ep__heap *h, void *t)
 {
 	if (__atomic_load_n(&h->owner, __ATOMIC_RELAXED) != t)
 		return;
+	EP_YIELD("heap orphaned");
+	__atomic_store_n(&h->orphaned, 1, __ATOMIC_SEQ_CST);
 	ep__lock(&h->lock);
-	/* (seq_cst: after the thread's dead mark, against a lock-free free's
+	/* (seq_cst: after the heap's orphaned mark, against a lock-free free's
 	 * push then look at that mark; remote.c) */
 	EP_YIELD("remote list");
 	if (__atomic_load_n(&h->remote, __ATOMIC_SEQ_CST))
@@ -68,7 +72,6 @@ static void thread_exit(void *arg)
 	struct ep__thread *t = arg;
 
 	EP_YIELD("thread exit");
-	__atomic_store_n(&t->dead, 1, __ATOMIC_SEQ_CST); /* (remote.c's handshake) */
 	ep__each_heap(trim_if_mine, t);
 	tl_self = NULL;
 	memset(ep__tl_cache, 0, sizeof(ep__tl_cache));
@@ -109,7 +112,6 @@ static struct ep__thread *thread_self(void)
 		if (ep__under_valgrind())
 			VALGRIND_HG_DISABLE_CHECKING(t, sizeof(*t));
 	}
-	__atomic_store_n(&t->dead, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->refs, 1, __ATOMIC_RELAXED);
 	if (pthread_setspecific(g_thread_key, t)) {
 		ep__thread_put(t);
@@ -167,6 +169,7 @@ adopt:
 		__atomic_add_fetch(&self->refs, 1, __ATOMIC_RELAXED);
 		EP_YIELD("heap owner");
 		__atomic_store_n(&h->owner, self, __ATOMIC_RELEASE);
+		__atomic_store_n(&h->orphaned, 0, __ATOMIC_SEQ_CST);
 	}
 found:
 	ep__mutex_unlock(&pool->heaps_lock);

@@ -30,23 +30,6 @@ void ep__thread_put(struct ep__thread *t);
 extern pthread_mutex_t ep__thread_key_lock, ep__thread_spare_lock;
 unsigned ep__heaps_wanted(const struct ep__heap *first);
 
-/* Whether t's thread has exited (t may be reused for another thread later:
- * records are never freed, so a racy look at one is safe).  seq_cst: the
- * exit's handshake with a lock-free free (remote.c). */
-static inline bool ep__thread_dead(const struct ep__thread *t)
-{
-	EP_YIELD("thread dead?");
-	return __atomic_load_n(&t->dead, __ATOMIC_SEQ_CST);
-}
-
-/* Whether h's thread has exited, or it has none yet (any thread, no lock). */
-static inline bool ep__heap_orphaned(const struct ep__heap *h)
-{
-	const struct ep__thread *t = __atomic_load_n(&h->owner, __ATOMIC_SEQ_CST);
-
-	return !t || ep__thread_dead(t);
-}
-
 /* The calling thread's heap in pool; NULL without memory. */
 static inline struct ep__heap *ep__home(struct ep_pool *pool)
 {

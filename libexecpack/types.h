@@ -33,7 +33,6 @@ struct ep__pack;
 /* A thread that allocates (thread.c); outlives it while a heap names it. */
 struct ep__thread {
 	unsigned refs; /* atomic */
-	int dead;      /* atomic */
 	struct ep__thread *next; /* among the spares (ep__thread_spare_lock) */
 };
 
@@ -171,7 +170,11 @@ struct ep__heap {
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__crange *crange; /* ep_config.code_range (the backend's), or NULL */
-	struct ep__thread *owner; /* the thread it belongs to (pool->heaps_lock) */
+	struct ep__thread *owner; /* the thread it belongs to (root->heaps_lock) */
+	/* 1 while no living thread owns it (none yet, or its thread exited):
+	 * written by thread.c only, read by anyone without a lock (atomic;
+	 * seq_cst: the exit's handshake with a lock-free free, remote.c) */
+	int orphaned;
 	struct ep__heap *next_heap; /* the pool's heaps, newest first */
 
 	void *stash[STASH_CLASSES][STASH_DEPTH];
