@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "commit.h"
-#include "pack.h"
+#include "pack-seq.h"
 #include "region.h"
 #include "tally.h"
 

@@ -9,20 +9,8 @@
 #include <stdint.h>
 
 #include "interleave.h"
+#include "pack-seq.h"
 #include "types.h"
-
-/* With the heap's lock: the pack's maps change (see struct ep__pack). */
-static inline void ep__pack_write_begin(struct ep__pack *p)
-{
-	EP_YIELD("pack seq");
-	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-}
-
-static inline void ep__pack_write_end(struct ep__pack *p)
-{
-	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELEASE);
-}
 
 /* The route table's word for a pack's pages (route.h), and back. */
 static inline void *ep__route_pack(struct ep__pack *p)
