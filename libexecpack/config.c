@@ -179,7 +179,7 @@ static int open_range(struct ep__heap *heap, const struct ep_config *cfg, size_t
  * The one validation of a config, for ep_pool_create() and
  * ep_backend_probe() alike: copied and checked, the backend (backend, or
  * cfg's own when negative) opened, and what depends on the backend checked.
- * On success pool->ops and pool->be are open and *cfg holds the copy.
+ * On success heap->ops and heap->be are open and *cfg holds the copy.
  */
 int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_config *cfg,
 			struct ep__heap *heap)
