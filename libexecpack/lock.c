@@ -45,6 +45,7 @@ static int ep__membarrier(int cmd)
 static unsigned char *g_barrier_page;
 static size_t g_barrier_len;
 
+#if defined(__x86_64__) || defined(__i386__)
 static int protect(int prot)
 {
 	for (int tries = 0; tries < 1000; tries++) {
@@ -57,6 +58,7 @@ static int protect(int prot)
 	}
 	return -1;
 }
+#endif
 
 /*
  * Every running thread of this process passes a full memory barrier before

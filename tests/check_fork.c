@@ -606,6 +606,8 @@ END_TEST
 
 /* ---- fork() beside children made without its handlers --------------------- */
 
+static pid_t raw_fork(void);
+
 struct raw_forker {
 	int stop;
 	int n;
@@ -620,7 +622,7 @@ static void *raw_forker(void *arg)
 	struct raw_forker *rf = arg;
 
 	while (!__atomic_load_n(&rf->stop, __ATOMIC_ACQUIRE) && rf->n < 4096) {
-		pid_t pid = (pid_t)syscall(SYS_fork);
+		pid_t pid = raw_fork();
 
 		if (pid == 0) {
 			struct timespec ts = { 2, 0 };
