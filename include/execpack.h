@@ -130,8 +130,7 @@ struct ep_config {
 	 * bytes; ep_shrink() gives back whole chunks of that size.  Any other
 	 * value: -EINVAL.  With EP_F_RANDOMIZE, exec stays inside the first
 	 * chunk in 16-byte steps: 16-byte chunks leave no offset to choose.
-	 * A packed allocation's staging buffer then lines up with exec modulo
-	 * the chunk size (16 or 32), not EP_STAGE_ALIGN.
+	 * The staging buffer still lines up with exec modulo EP_STAGE_ALIGN.
 	 */
 	size_t chunk_size;
 };

@@ -208,7 +208,7 @@ void ep__heap_destroy(struct ep__heap *h)
 				ep__route_clear((uintptr_t)a->large.exec, a->large.size);
 				ep__region_drop(h, &a->large);
 			}
-			free(a->staging);
+			free(ep__stage_base(a->staging));
 			free(a);
 		}
 	}
@@ -371,6 +371,7 @@ int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 		goto fail;
 	if ((rc = reserve(h, a, size, reserved, large)))
 		goto fail;
+	a->staging = ep__stage_skew(a->staging, a->key);
 	ep__hash_insert(h, a);
 	ep__tally(&h->tally.allocs, 1);
 

@@ -59,7 +59,7 @@ static void patch_free(struct ep__patch *w)
 	free(w->own);
 	if (!w->own)
 		free(w->snap); /* (one block with own otherwise) */
-	free(w->kept);
+	free(ep__stage_base(w->kept));
 	free(w);
 }
 

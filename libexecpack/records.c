@@ -106,6 +106,10 @@ static int stash_class(size_t size)
  */
 unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls)
 {
+	/* chunks under EP_STAGE_ALIGN: room for the skew that lines the
+	 * buffer up with a key that is not on a boundary (ep__stage_skew()) */
+	if (size <= h->pack_size && h->cmask < EP_STAGE_ALIGN - 1)
+		size += EP_STAGE_ALIGN - 1 - h->cmask;
 	int k = stash_class(size);
 
 	*cls = k;
@@ -121,6 +125,7 @@ void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
 {
 	if (!buf)
 		return;
+	buf = ep__stage_base(buf);
 	if (cls >= 0 && h->nstash[cls] < STASH_DEPTH)
 		h->stash[cls][h->nstash[cls]++] = buf;
 	else

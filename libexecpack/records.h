@@ -30,9 +30,23 @@ void ep__hash_remove(struct ep__heap *h, struct ep__alloc *a);
 /* Records, reused (calloc'd when none is spare). */
 struct ep__alloc *ep__rec_get(struct ep__heap *h);
 void ep__rec_put(struct ep__heap *h, struct ep__alloc *a);
-/* Staging buffers of 64 << k bytes, reused; *cls gets k or -1. */
+/* Staging buffers of 64 << k bytes, reused; *cls gets k or -1.  A
+ * buffer starts on an EP_STAGE_ALIGN boundary; with chunks smaller than
+ * that, the record's staging points key % EP_STAGE_ALIGN bytes into it
+ * (ep__stage_skew()), so that rw == exec (mod EP_STAGE_ALIGN) whatever
+ * chunk the allocation starts on; put (and free) take either pointer. */
 unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls);
 void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls);
+
+static inline unsigned char *ep__stage_skew(unsigned char *buf, uintptr_t key)
+{
+	return buf + (key & (EP_STAGE_ALIGN - 1));
+}
+
+static inline unsigned char *ep__stage_base(unsigned char *buf)
+{
+	return (unsigned char *)((uintptr_t)buf & ~(uintptr_t)(EP_STAGE_ALIGN - 1));
+}
 /* Give a record-less allocation (a view) a record of its own, to attach
  * diagnostics to.  NULL without memory for one. */
 struct ep__alloc *ep__rec_keep(struct ep__heap *h, struct ep__alloc *v);

@@ -27,11 +27,13 @@ static void user_fill(void *dst, size_t len, void *ctx)
 	TU_FILL(dst, len, NULL);
 }
 
+static size_t g_chunk; /* ep_config.chunk_size of the pools made next; 0: 64 */
+
 static struct ep_pool *make_pool(size_t pack_size, size_t limit, unsigned flags, int fill)
 {
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
 				 .pack_size = pack_size, .limit = limit, .flags = flags,
-				 .fill = fill ? user_fill : NULL };
+				 .fill = fill ? user_fill : NULL, .chunk_size = g_chunk };
 	struct ep_pool *p = NULL;
 	int rc = ep_pool_create(&cfg, &p);
 
@@ -47,11 +49,15 @@ static struct ep_stats stats(struct ep_pool *p)
 	return st;
 }
 
-/* _i: bit 0 a caller's fill, bit 1 EP_F_RANDOMIZE */
+/* _i: bit 0 a caller's fill, bit 1 EP_F_RANDOMIZE, _i / 4 the chunk size
+ * (64, 32, 16: an allocation may start off an EP_STAGE_ALIGN boundary) */
 START_TEST(test_stage_aligned)
 {
 	size_t pack = 256 << 10, page = tu_page();
+
+	g_chunk = (size_t)64 >> (_i / 4);
 	struct ep_pool *p = make_pool(pack, 0, (_i & 2) ? EP_F_RANDOMIZE : 0, _i & 1);
+	g_chunk = 0;
 	unsigned seed = 12345u + (unsigned)_i;
 	enum { N = 600 };
 	void *live[N];
@@ -498,7 +504,7 @@ int main(void)
 	Suite *s = suite_create("stage");
 	TCase *tc = tcase_create("stage");
 
-	tcase_add_loop_test(tc, test_stage_aligned, 0, 4);
+	tcase_add_loop_test(tc, test_stage_aligned, 0, 12);
 	tcase_add_loop_test(tc, test_add, 0, 4);
 	tcase_add_loop_test(tc, test_add_slack_after_reuse, 0, 2);
 	tcase_add_test(tc, test_add_large);
