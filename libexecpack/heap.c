@@ -66,13 +66,22 @@ void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, stru
 				fn(h, &a->large);
 }
 
-/* The allocation is gone (its chunks or mapping already given back): its
- * diagnostics, its charge against the limit, and its record if it has one. */
-static void alloc_forget(struct ep__heap *h, struct ep__alloc *a, bool unmapped)
+/* diag.c: drop the allocation's name and libunwind entry, free its
+ * memcheck chunk; unmapped: its mapping goes (large).  Before its address
+ * can be anyone else's: a large mapping's range may be taken at once by
+ * another heap (the code range) or by anything (munmap), and neither its
+ * new code nor a reader of it may meet the old name or memcheck's mark. */
+static void alloc_undiag(struct ep__heap *h, struct ep__alloc *a, bool unmapped)
 {
-	/* diag.c: drop the name and libunwind entry, free the memcheck chunk */
 	ep__diag_free(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 		      unmapped);
+}
+
+/* The allocation is gone (its chunks or mapping already given back, its
+ * diagnostics dropped): its charge against the limit, and its record if
+ * it has one. */
+static void alloc_forget(struct ep__heap *h, struct ep__alloc *a)
+{
 	ep__uncharge(h, a->reserved);
 	ep__tally(&h->tally.frees, 1);
 	if (!a->norec) {
@@ -523,6 +532,7 @@ int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 			}
 		}
 		ep__pack_give_back(h, a->pack, a->chunk, a->reserved >> h->shift, EP__GIVE_FREE);
+		alloc_undiag(h, a, false);
 	} else {
 		if (a->large.sealed && (rc = ep__own_region(h, &a->large)))
 			goto out; /* its refill could not be done: still live */
@@ -533,13 +543,14 @@ int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 		void *gone = a->large.exec;
 		size_t len = a->large.size;
 
+		alloc_undiag(h, a, true);
 		ep__region_drop(h, &a->large);
 		/* unmapped: nothing for the CPU's caches; Valgrind must not run
 		 * its old translations of whatever is mapped here next */
 		if (ep__under_valgrind())
 			VALGRIND_DISCARD_TRANSLATIONS(gone, len);
 	}
-	alloc_forget(h, a, a->pack == NULL);
+	alloc_forget(h, a);
 out:
 	ep__unlock(&h->lock);
 	return rc;
