@@ -933,7 +933,13 @@ START_TEST(test_raw_child_free_chunks_trap)
 		signal(SIGALRM, SIG_DFL);
 		alarm(10);
 		CHILD_CHECK(read(p2c[PIPE_R], &b, sizeof(b)) == (ssize_t)sizeof(b), "no word");
-		CHILD_OK(ep_alloc(pool, 64, &img));
+		int arc = ep_alloc(pool, 64, &img);
+
+		/* hugetlb: the child's copy of the pack, or a new pack, needs a
+		 * free huge page, which tests run beside this one may hold */
+		if ((arc == -ENOSPC || arc == -ENOMEM) && raw_backends[_i] == EP_BACKEND_HUGETLB)
+			_exit(77);
+		CHILD_OK(arc);
 		/* (memfd's copy is always made; elsewhere a pack whose copy
 		 * failed hands out nothing, and this one is in a new pack) */
 		CHILD_CHECK(img.exec == b || _i != 0,
@@ -953,7 +959,13 @@ START_TEST(test_raw_child_free_chunks_trap)
 	void *b = jit(pool, 64, 0x5a5a); /* after the fork, into a chunk free there */
 
 	ck_assert_int_eq((int)write(p2c[PIPE_W], &b, sizeof(b)), (int)sizeof(b));
-	expect_child_ok(pid);
+	int st = rel_wait(pid);
+
+	if (st == 77)
+		printf("SKIP: test_raw_child_free_chunks_trap: %s: no free huge page for the "
+		       "child's copy\n", names[_i]);
+	else
+		ck_assert_msg(st == 0, "child %ld ended with status %d", (long)pid, st);
 	expect_call(a, 0x11);
 	expect_call(b, 0x5a5a);
 	ck_assert_int_eq(ep_free(pool, a), 0);
