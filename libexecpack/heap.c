@@ -66,11 +66,9 @@ void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, stru
 				fn(h, &a->large);
 }
 
-/* diag.c: drop the allocation's name and libunwind entry, free its
- * memcheck chunk; unmapped: its mapping goes (large).  Before its address
- * can be anyone else's: a large mapping's range may be taken at once by
- * another heap (the code range) or by anything (munmap), and neither its
- * new code nor a reader of it may meet the old name or memcheck's mark. */
+/* diag.c: its name, libunwind entry and memcheck chunk go, before its
+ * address is anyone else's (a large mapping's range may be taken at once:
+ * by another heap in a code range, by anything after munmap). */
 static void alloc_undiag(struct ep__heap *h, struct ep__alloc *a, bool unmapped)
 {
 	ep__diag_free(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
