@@ -71,13 +71,11 @@ void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, stru
  * by another heap in a code range, by anything after munmap). */
 static void alloc_undiag(struct ep__heap *h, struct ep__alloc *a, bool unmapped)
 {
-	ep__diag_free(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-		      unmapped);
+	ep__diag_free(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec, unmapped);
 }
 
-/* The allocation is gone (its chunks or mapping already given back, its
- * diagnostics dropped): its charge against the limit, and its record if
- * it has one. */
+/* The allocation is gone (chunks or mapping given back, diagnostics
+ * dropped): its charge against the limit, and its record if any. */
 static void alloc_forget(struct ep__heap *h, struct ep__alloc *a)
 {
 	ep__uncharge(h, a->reserved);
