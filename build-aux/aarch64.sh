@@ -7,6 +7,8 @@
 # module's suite with the module cross-built for that kernel.
 #   build-aux/aarch64.sh BUILD_DIR RESULTS_DIR
 # BUILD_DIR/aarch64 holds the build, BUILD_DIR/kernels the unpacked kernels.
+# EP_AARCH64_SUITES (names such as "check_patch rust-patch") and
+# EP_AARCH64_KERNELS ("4k", "16k") narrow a run to those.
 # Each kernel's results go to RESULTS_DIR/aarch64-<kernel>/ (automake-style
 # .log/.trs per suite, stage.results for the module's suite).
 # Exit: 0 all passed, 1 something failed, 77 not run (the reason printed).
@@ -51,31 +53,25 @@ printf 'ep-print-suites:\n\t@echo $(check_PROGRAMS)\n' >"$b/print-suites.mk"
 suites=$(make -s -C "$b" -f Makefile -f print-suites.mk ep-print-suites | tr ' ' '\n' |
 	grep '^tests/check_' | grep -v '^tests/check_kmod$')
 [ -n "$suites" ] || skip "configure did not find Check for $host"
-# Known failures on arm64, not run here until fixed (each says SKIP): after
-# a patch window's commit, with another thread running the patched code,
-# the committing thread still ran the old instruction (check_patch
-# test_flip_under_runner, check_relink test_publish_then_patch, Debian's
-# 6.1 arm64 kernel under qemu-system TCG); check_lookup ran past its
-# 180 s there.
-for s in check_patch check_relink check_lookup; do
-	echo "SKIP: aarch64: tests/$s: a known failure on arm64 (build-aux/aarch64.sh)"
-done
-suites=$(echo "$suites" | grep -v -x -e tests/check_patch -e tests/check_relink -e tests/check_lookup)
+if [ -n "${EP_AARCH64_SUITES:-}" ]; then
+	want=$(for w in $EP_AARCH64_SUITES; do echo "tests/$w"; done)
+	suites=$(echo "$suites" | grep -x -F "$want")
+fi
 # Everything static: the initramfs has no libc.  libunwind's static
 # library needs liblzma.
 # Relinked each time: make does not relink for other LDFLAGS.
-(cd "$b" && rm -f $suites tests/kmod/check_kmod_static libexecpack/execpack-info)
+(cd "$b" && rm -f $suites tests/kmod/check_kmod_static libexecpack/execpack-info tests/smc-probe)
 # execpack-info runs in the guest too: what it says of the backends and
 # page sizes is in its log.
 make -C "$b" -j"$jobs" -k LDFLAGS=-all-static LIBS=-llzma $suites \
-	tests/kmod/check_kmod_static libexecpack/execpack-info >"$b/make.out" 2>&1 || {
+	tests/kmod/check_kmod_static libexecpack/execpack-info tests/smc-probe >"$b/make.out" 2>&1 || {
 	grep -E 'error|Error' "$b/make.out" | head -n 20
 	echo "aarch64: some programs did not build (they count as failures)"
 }
-rm -rf "$b/initrd-suites"
-mkdir -p "$b/initrd-suites"
+rm -rf "$b/initrd-suites" "$b/initrd-single"
+mkdir -p "$b/initrd-suites" "$b/initrd-single"
 missing=""
-for s in $suites libexecpack/execpack-info; do
+for s in $suites libexecpack/execpack-info tests/smc-probe; do
 	if [ -x "$b/$s" ]; then
 		# Debug info out, symbols kept: check_diag names main in backtraces.
 		$host-strip --strip-debug -o "$b/initrd-suites/${s##*/}" "$b/$s" || exit 1
@@ -92,7 +88,10 @@ done
 rpath=$PATH
 [ -x /usr/bin/cargo ] && rpath=/usr/bin:$PATH
 rsys=$(PATH=$rpath rustc --print sysroot 2>/dev/null)
-if PATH=$rpath command -v cargo >/dev/null 2>&1 &&
+case "${EP_AARCH64_SUITES:-rust-}" in *rust-*) want_rust=1 ;; *) want_rust=0 ;; esac
+if [ $want_rust = 0 ]; then
+	:
+elif PATH=$rpath command -v cargo >/dev/null 2>&1 &&
 	[ -d "$rsys/lib/rustlib/aarch64-unknown-linux-gnu" ]; then
 	rt=aarch64-unknown-linux-gnu
 	if (cd "$top/rust" && PATH=$rpath EXECPACK_STATIC=1 EXECPACK_LIB_DIR="$b/libexecpack/.libs" \
@@ -103,6 +102,7 @@ if PATH=$rpath command -v cargo >/dev/null 2>&1 &&
 		n=0
 		for t in $(sed -n 's/^ *Executable tests\/\([a-z_]*\)\.rs (\(.*\))$/\1:\2/p' "$b/rust.out"); do
 			[ "${t%%:*}" = compile_fail ] && continue
+			case " ${EP_AARCH64_SUITES:-rust-${t%%:*}} " in *" rust-${t%%:*} "*) ;; *) continue ;; esac
 			$host-strip --strip-debug -o "$b/initrd-suites/rust-${t%%:*}" "${t#*:}" || exit 1
 			n=$((n + 1))
 		done
@@ -117,10 +117,23 @@ else
 fi
 echo "aarch64: built in $(($(date +%s) - t0))s"
 
+# qemu's multi-threaded TCG (its default here) misses some code changes
+# made beside a thread running that code: a stale translation stays in
+# use, with no libexecpack involved (tests/smc-probe shows it in each run:
+# thousands of 20,000).  The suites that change code under a running
+# thread therefore run in a second boot, with single-threaded TCG (two
+# vCPUs still, taking turns), where the probe must see every change.
+single="check_patch check_relink check_lookup rust-patch"
+for s in $single; do
+	[ -e "$b/initrd-suites/$s" ] && mv "$b/initrd-suites/$s" "$b/initrd-single/$s"
+done
+[ -e "$b/initrd-suites/smc-probe" ] && cp "$b/initrd-suites/smc-probe" "$b/initrd-single/smc-probe-strict"
+
 # --- the kernels -----------------------------------------------------------------
 rc=0
 for k in 4k:linux-image-arm64 16k:linux-image-6.12-arm64-16k; do
 	name=aarch64-${k%%:*}
+	case " ${EP_AARCH64_KERNELS:-${k%%:*}} " in *" ${k%%:*} "*) ;; *) continue ;; esac
 	r=$results/$name
 	rm -rf "$r"
 	mkdir -p "$r"
@@ -138,25 +151,38 @@ for k in 4k:linux-image-arm64 16k:linux-image-6.12-arm64-16k; do
 	work=$b/qemu-${k%%:*}
 	log=$b/check-kmod-${k%%:*}.log
 	t1=$(date +%s)
-	(
-		set -a
-		. "$kdir/kernel.env"
-		set +a
-		# 6 GiB: check_near maps GiBs of address space, which the kernel's
-		# overcommit heuristic refuses beyond the guest's memory.
-		export EP_KMOD_ARCH=aarch64 EP_KMOD_BUSYBOX="$bb/bin/busybox" \
-			EP_KMOD_SUITES="$b/initrd-suites" EP_KMOD_WORK="$work" EP_KMOD_LOG="$log" \
-			EP_KMOD_MEM=6144
-		# What keeps the stage within 15 minutes on 2 cores (doc/performance.md).
-		export EP_KMOD_TIMEOUT="${EP_AARCH64_TIMEOUT:-1200}" \
-			EP_KMOD_SUITE_TIMEOUT="${EP_AARCH64_SUITE_TIMEOUT:-180}"
-		sh "$top/tests/kmod/check-kmod.sh" "$top" "$b" tests/kmod/check_kmod_static
-	)
+	# boot SUITES_DIR WORK LOG [ENV=VALUE ...]: one boot of this kernel
+	boot() {
+		(
+			set -a
+			. "$kdir/kernel.env"
+			set +a
+			# 6 GiB: check_near maps GiBs of address space, which the
+			# kernel's overcommit heuristic refuses beyond the guest's memory.
+			export EP_KMOD_ARCH=aarch64 EP_KMOD_BUSYBOX="$bb/bin/busybox" \
+				EP_KMOD_SUITES="$1" EP_KMOD_WORK="$2" EP_KMOD_LOG="$3" EP_KMOD_MEM=6144
+			shift 3
+			# What keeps the stage within its time on 2 cores (doc/performance.md).
+			export EP_KMOD_TIMEOUT="${EP_AARCH64_TIMEOUT:-1200}" \
+				EP_KMOD_SUITE_TIMEOUT="${EP_AARCH64_SUITE_TIMEOUT:-180}" "$@"
+			sh "$top/tests/kmod/check-kmod.sh" "$top" "$b" tests/kmod/check_kmod_static
+		)
+	}
+	if [ -n "$(ls "$b/initrd-single")" ]; then
+		boot "$b/initrd-single" "$work-single" "$log.single" EP_KMOD_SUITES_ONLY=1 \
+			EP_KMOD_TCG_THREAD=single
+		srpc=$?
+		cp "$log.single" "$r/check-kmod-single.log"
+		[ -d "$work-single/suites" ] &&
+			cp "$work-single"/suites/*.log "$work-single"/suites/*.trs "$r/" 2>/dev/null
+		[ "$srpc" -eq 0 ] || [ "$srpc" -eq 77 ] || grep -q FAIL "$work-single"/suites/*.trs ||
+			{ echo "0 passed, 1 failed" >"$r/boot-single.results"; rc=1; }
+	fi
+	boot "$b/initrd-suites" "$work" "$log"
 	krc=$?
 	echo "$name: kernel $(sed -n 's/^KVER=//p' "$kdir/kernel.env"), $(($(date +%s) - t1))s"
 	cp "$log" "$r/"
 	[ -d "$work/suites" ] && cp "$work"/suites/*.log "$work"/suites/*.trs "$r/" 2>/dev/null
-	grep -q '^FAIL' "$work"/suites/*.trs 2>/dev/null && rc=1
 	grep -q ':test-result: FAIL' "$r"/*.trs 2>/dev/null && rc=1
 	# The module's suite: its last run (as uid 1000), as run.sh's kmod stage.
 	line=$(grep -E '^check-kmod: .*[0-9]+%: Checks: [0-9]+' "$log" | tail -n 1)

@@ -298,7 +298,7 @@ START_TEST(test_races_frees)
 	struct race r = { .p = make_pool(0, 0) };
 	pthread_t t;
 	unsigned seed = 7;
-	int rounds = RUNNING_ON_VALGRIND ? 2000 : 200000;
+	int rounds = RUNNING_ON_VALGRIND ? 2000 : tu_quick() ? 20000 : 200000;
 
 	/* made here, freed there: frees from another thread, without the lock */
 	for (int k = 0; k < SLOTS; k++)

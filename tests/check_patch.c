@@ -306,7 +306,7 @@ static void flip_under_runner(enum ep_backend be, unsigned flags)
 	void *x = publish(p, 64, VAL_A), *rw;
 	struct runner r = { .fn = tu_as_fn(x) };
 	pthread_t t;
-	int flips = RUNNING_ON_VALGRIND ? 200 : 20000;
+	int flips = RUNNING_ON_VALGRIND ? 200 : tu_quick() ? 2000 : 20000;
 
 	ck_assert_int_eq(pthread_create(&t, NULL, run_loop, &r), 0);
 	for (int i = 0; i < flips; i++) {

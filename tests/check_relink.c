@@ -183,7 +183,7 @@ START_TEST(test_publish_then_patch)
 	ck_assert_int_eq(pthread_create(&t, NULL, run, &r), 0);
 	while (!__atomic_load_n(&r.calls, __ATOMIC_ACQUIRE))
 		sched_yield(); /* (running before the first relink) */
-	int n = RUNNING_ON_VALGRIND ? 100 : 5000;
+	int n = RUNNING_ON_VALGRIND ? 100 : tu_quick() ? 1000 : 5000;
 
 	for (int i = 0; i < n; i++) {
 		uintptr_t callee = i % 2 ? a : b;

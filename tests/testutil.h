@@ -291,6 +291,14 @@ static inline long tu_read_long(const char *path)
 	return v;
 }
 
+/* A shorter run: EP_TEST_QUICK=1 (the arm64 stage's emulated machine). */
+static inline int tu_quick(void)
+{
+	const char *q = getenv("EP_TEST_QUICK");
+
+	return q && *q && strcmp(q, "0") != 0;
+}
+
 /* The default huge page size (what vm.nr_hugepages reserves and the
  * hugetlb backend uses), in bytes; 0 if unknown. */
 static inline size_t tu_huge_page_size(void)

@@ -28,6 +28,8 @@
 #   EP_KMOD_ACCEL        auto (KVM if it boots, else TCG), kvm or tcg
 #   EP_KMOD_KVM_PROBE    seconds KVM gets to reach /init before TCG (20)
 #   EP_KMOD_KVM_CPU      qemu -cpu model under KVM (host)
+#   EP_KMOD_TCG_THREAD   qemu's TCG threading under TCG: single or multi
+#                        (qemu's default for the guest)
 #   EP_KMOD_TIMEOUT      seconds for the whole boot and test run (600)
 #   EP_KMOD_USER_LIMIT   the module's user_limit for the run (16 MiB)
 #   EP_KMOD_SMP, EP_KMOD_MEM   guest CPUs (2) and memory in MiB (512)
@@ -188,7 +190,7 @@ initrd=$work/initrd.gz
 run_qemu() {
 	case $1 in
 	kvm) aopt="-accel kvm -cpu $kvm_cpu" ;;
-	*) aopt="-accel tcg -cpu max" ;;
+	*) aopt="-accel tcg${EP_KMOD_TCG_THREAD:+,thread=$EP_KMOD_TCG_THREAD} -cpu max" ;;
 	esac
 	: >"$serial"
 	rm -f "$work/qemu.pid" "$work/qemu.rc"
