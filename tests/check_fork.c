@@ -21,10 +21,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "forkutil.h"
 #include "reliability.h"
-
-#define PIPE_R 0
-#define PIPE_W 1
 
 /* Larger than any backend's default pack: its own mapping. */
 #define LARGE_SIZE tu_large_size()
@@ -87,22 +85,6 @@ static void *child_jit(struct ep_pool *pool, size_t size, uint32_t v)
 		CHILD_CHECK(rc_ == 0, "%s: %d (%s)", #expr, rc_, ep_strerror(rc_)); \
 	} while (0)
 
-static void child_recv(int fd, char want)
-{
-	char c = 0;
-
-	CHILD_CHECK(rel_recv(fd, &c) == 0, "pipe closed while waiting for '%c'", want);
-	CHILD_CHECK(c == want, "got '%c' on the pipe, expected '%c'", c, want);
-}
-
-static void parent_recv(int fd, char want)
-{
-	char c = 0;
-
-	ck_assert_msg(rel_recv(fd, &c) == 0, "pipe closed while waiting for '%c'", want);
-	ck_assert_msg(c == want, "got '%c' on the pipe, expected '%c'", c, want);
-}
-
 static void expect_call(void *f, uint32_t v)
 {
 	ck_assert_uint_eq((uint32_t)rel_call(f), v);
@@ -113,7 +95,29 @@ static void expect_child_ok(pid_t pid)
 	int st = rel_wait(pid);
 
 	ck_assert_msg(st == 0, "child %ld ended with status %d%s", (long)pid, st,
-		      st > 128 ? " (killed by a signal: ran a trap or bad code?)" : "");
+		      fu_status_text(st));
+}
+
+/* Every child of a test ends within this; one that hangs fails it. */
+#define CHILD_SECS 30.0
+
+/* Make a child talking over c's pipes: 0 in the child, 1 in the parent. */
+static int fork_talk(struct fu_child *c, enum fu_kind k)
+{
+	pid_t pid = fu_fork(c, k);
+
+	ck_assert_msg(pid >= 0, "%s: %s", fu_kind_names[k], strerror(errno));
+	return pid > 0;
+}
+
+/* The child's end: it must have exited with status 0. */
+static void finish_child_ok(struct fu_child *c)
+{
+	pid_t pid = c->pid;
+	int st = fu_finish(c, CHILD_SECS);
+
+	ck_assert_msg(st == 0, "child %ld ended with status %d%s", (long)pid, st,
+		      fu_status_text(st));
 }
 
 /* Allocate, check and free a batch of functions of mixed sizes, in the
@@ -145,12 +149,6 @@ static void churn(struct ep_pool *pool, uint32_t tag, bool in_child)
 	}
 }
 
-static void make_pipes(int a[2], int b[2])
-{
-	ck_assert_int_eq(pipe(a), 0);
-	ck_assert_int_eq(pipe(b), 0);
-}
-
 /*
  * The child frees a function and JITs a new one into the same slot, then
  * patches it live, while the parent keeps calling its own copy.
@@ -161,15 +159,9 @@ START_TEST(test_child_rejits_slot)
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0x1111);
 	void *g = jit(pool, 64, 0x1212); /* a neighbour in the same pack */
-	int p2c[2], c2p[2];
+	struct fu_child c;
 
-	make_pipes(p2c, c2p);
-	pid_t pid = fork();
-
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(p2c[PIPE_W]);
-		close(c2p[PIPE_R]);
+	if (!fork_talk(&c, FU_FORK)) {
 		CHILD_EXPECT_CALL(f, 0x1111);
 		CHILD_OK(ep_free(pool, f));
 		void *f2 = child_jit(pool, size, 0x2222);
@@ -180,8 +172,8 @@ START_TEST(test_child_rejits_slot)
 		CHILD_OK(rel_patch(pool, f2, 0x2323));
 		CHILD_EXPECT_CALL(f2, 0x2323);
 		churn(pool, 0x2400, true);
-		CHILD_CHECK(rel_send(c2p[PIPE_W], 'm') == 0, "send");
-		child_recv(p2c[PIPE_R], 'p');
+		CHILD_CHECK(fu_send(&c, 'm') == 0, "send");
+		FU_CHILD_EXPECT(&c, 'p');
 		/* the parent patched and freed its own copies meanwhile */
 		CHILD_EXPECT_CALL(f2, 0x2323);
 		CHILD_EXPECT_CALL(g, 0x1212);
@@ -196,11 +188,8 @@ START_TEST(test_child_rejits_slot)
 		ep_pool_destroy(pool);
 		_exit(0);
 	}
-	close(p2c[PIPE_R]);
-	close(c2p[PIPE_W]);
-
 	/* keep running the old code while the child rewrites "the same" slot */
-	struct pollfd pfd = { .fd = c2p[PIPE_R], .events = POLLIN };
+	struct pollfd pfd = { .fd = c.rx, .events = POLLIN };
 	unsigned long calls = 0;
 
 	for (;;) {
@@ -214,7 +203,7 @@ START_TEST(test_child_rejits_slot)
 		if (n > 0)
 			break;
 	}
-	parent_recv(c2p[PIPE_R], 'm');
+	FU_EXPECT(&c, 'm', 0);
 	ck_assert_uint_gt(calls, 0);
 	expect_call(f, 0x1111);
 	expect_call(g, 0x1212);
@@ -225,14 +214,12 @@ START_TEST(test_child_rejits_slot)
 	void *h = jit(pool, 64, 0x3434);
 
 	churn(pool, 0x3500, false);
-	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'p'), 0);
-	expect_child_ok(pid);
+	ck_assert_int_eq(fu_send(&c, 'p'), 0);
+	finish_child_ok(&c);
 	expect_call(f, 0x3333);
 	expect_call(h, 0x3434);
 	ck_assert_int_eq(ep_free(pool, f), 0);
 	ck_assert_int_eq(ep_free(pool, h), 0);
-	close(p2c[PIPE_W]);
-	close(c2p[PIPE_R]);
 	ep_pool_destroy(pool);
 }
 END_TEST
@@ -255,16 +242,10 @@ START_TEST(test_parent_modifies)
 	rel_emit_ret_imm(code, 0xa3);
 	ck_assert_int_eq(ep_write(pool, staged.exec, code, sizeof(code)), 0);
 
-	int p2c[2], c2p[2];
+	struct fu_child c;
 
-	make_pipes(p2c, c2p);
-	pid_t pid = fork();
-
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(p2c[PIPE_W]);
-		close(c2p[PIPE_R]);
-		child_recv(p2c[PIPE_R], 'p');
+	if (!fork_talk(&c, FU_FORK)) {
+		FU_CHILD_EXPECT(&c, 'p');
 		CHILD_EXPECT_CALL(f, 0xa1);
 		CHILD_EXPECT_CALL(n, 0xa2);
 		/* the staging buffer is private memory: the child finalizes what
@@ -278,8 +259,8 @@ START_TEST(test_parent_modifies)
 
 		churn(pool, 0xc100, true);
 		CHILD_EXPECT_CALL(m, 0xc2);
-		CHILD_CHECK(rel_send(c2p[PIPE_W], 'c') == 0, "send");
-		child_recv(p2c[PIPE_R], 'q');
+		CHILD_CHECK(fu_send(&c, 'c') == 0, "send");
+		FU_CHILD_EXPECT(&c, 'q');
 		CHILD_EXPECT_CALL(f, 0xc1);
 		CHILD_EXPECT_CALL(m, 0xc2);
 		CHILD_EXPECT_CALL(staged.exec, 0xa3);
@@ -288,9 +269,6 @@ START_TEST(test_parent_modifies)
 		CHILD_OK(ep_free(pool, m));
 		_exit(0);
 	}
-	close(p2c[PIPE_R]);
-	close(c2p[PIPE_W]);
-
 	ck_assert_int_eq(rel_patch(pool, f, 0xb1), 0);
 	expect_call(f, 0xb1);
 	ck_assert_int_eq(ep_free(pool, n), 0);
@@ -301,22 +279,20 @@ START_TEST(test_parent_modifies)
 	ck_assert_int_eq(ep_finalize(pool, staged.exec), 0);
 	expect_call(staged.exec, 0xb3);
 	churn(pool, 0xb100, false);
-	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'p'), 0);
-	parent_recv(c2p[PIPE_R], 'c');
+	ck_assert_int_eq(fu_send(&c, 'p'), 0);
+	FU_EXPECT(&c, 'c', CHILD_SECS);
 	/* the child's changes did not reach us */
 	expect_call(f, 0xb1);
 	expect_call(n2, 0xb2);
 	expect_call(staged.exec, 0xb3);
 	ck_assert_int_eq(rel_patch(pool, f, 0xb4), 0);
 	expect_call(f, 0xb4);
-	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'q'), 0);
-	expect_child_ok(pid);
+	ck_assert_int_eq(fu_send(&c, 'q'), 0);
+	finish_child_ok(&c);
 	expect_call(f, 0xb4);
 	ck_assert_int_eq(ep_free(pool, f), 0);
 	ck_assert_int_eq(ep_free(pool, n2), 0);
 	ck_assert_int_eq(ep_free(pool, staged.exec), 0);
-	close(p2c[PIPE_W]);
-	close(c2p[PIPE_R]);
 	ep_pool_destroy(pool);
 }
 END_TEST
@@ -331,70 +307,56 @@ START_TEST(test_grandchild)
 	size_t size = size_at(_i);
 	struct ep_pool *pool = new_pool();
 	void *f = jit(pool, size, 0x01);
-	int p2c[2], c2p[2];
+	struct fu_child c;
 
-	make_pipes(p2c, c2p);
-	pid_t pid = fork();
-
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(p2c[PIPE_W]);
-		close(c2p[PIPE_R]);
-		int c2g[2], g2c[2];
-
-		CHILD_CHECK(pipe(c2g) == 0 && pipe(g2c) == 0, "pipe");
-		pid_t gpid = fork();
+	if (!fork_talk(&c, FU_FORK)) {
+		struct fu_child g;
+		pid_t gpid = fu_fork(&g, FU_FORK);
 
 		CHILD_CHECK(gpid >= 0, "fork");
 		if (gpid == 0) {
-			close(c2g[PIPE_W]);
-			close(g2c[PIPE_R]);
+			fu_close(&c.tx); /* (the parent's pipes are the child's) */
+			fu_close(&c.rx);
 			CHILD_EXPECT_CALL(f, 0x01);
 			CHILD_OK(rel_patch(pool, f, 0x03));
 			CHILD_EXPECT_CALL(f, 0x03);
 			void *x = child_jit(pool, size, 0x33);
 
 			churn(pool, 0x3300, true);
-			CHILD_CHECK(rel_send(g2c[PIPE_W], 'g') == 0, "send");
-			child_recv(c2g[PIPE_R], 'c');
+			CHILD_CHECK(fu_send(&g, 'g') == 0, "send");
+			FU_CHILD_EXPECT(&g, 'c');
 			CHILD_EXPECT_CALL(f, 0x03);
 			CHILD_EXPECT_CALL(x, 0x33);
 			CHILD_OK(ep_free(pool, x));
 			CHILD_OK(ep_free(pool, f));
 			_exit(0);
 		}
-		close(c2g[PIPE_R]);
-		close(g2c[PIPE_W]);
-		child_recv(g2c[PIPE_R], 'g');
+		FU_CHILD_EXPECT(&g, 'g');
 		CHILD_EXPECT_CALL(f, 0x01); /* the grandchild's write stayed its own */
 		CHILD_OK(rel_patch(pool, f, 0x02));
 		CHILD_EXPECT_CALL(f, 0x02);
 		void *y = child_jit(pool, size, 0x22);
 
-		CHILD_CHECK(rel_send(c2g[PIPE_W], 'c') == 0, "send");
-		int st = rel_wait(gpid);
+		CHILD_CHECK(fu_send(&g, 'c') == 0, "send");
+		int st = fu_finish(&g, CHILD_SECS);
 
-		CHILD_CHECK(st == 0, "grandchild ended with status %d", st);
+		CHILD_CHECK(st == 0, "grandchild ended with status %d%s", st, fu_status_text(st));
 		CHILD_EXPECT_CALL(f, 0x02);
-		CHILD_CHECK(rel_send(c2p[PIPE_W], 'c') == 0, "send");
-		child_recv(p2c[PIPE_R], 'p');
+		CHILD_CHECK(fu_send(&c, 'c') == 0, "send");
+		FU_CHILD_EXPECT(&c, 'p');
 		CHILD_EXPECT_CALL(f, 0x02);
 		CHILD_EXPECT_CALL(y, 0x22);
 		CHILD_OK(ep_free(pool, y));
 		_exit(0);
 	}
-	close(p2c[PIPE_R]);
-	close(c2p[PIPE_W]);
-	parent_recv(c2p[PIPE_R], 'c');
+	FU_EXPECT(&c, 'c', CHILD_SECS);
 	expect_call(f, 0x01);
 	ck_assert_int_eq(rel_patch(pool, f, 0x04), 0);
 	expect_call(f, 0x04);
-	ck_assert_int_eq(rel_send(p2c[PIPE_W], 'p'), 0);
-	expect_child_ok(pid);
+	ck_assert_int_eq(fu_send(&c, 'p'), 0);
+	finish_child_ok(&c);
 	expect_call(f, 0x04);
 	ck_assert_int_eq(ep_free(pool, f), 0);
-	close(p2c[PIPE_W]);
-	close(c2p[PIPE_R]);
 	ep_pool_destroy(pool);
 }
 END_TEST
@@ -606,8 +568,6 @@ END_TEST
 
 /* ---- fork() beside children made without its handlers --------------------- */
 
-static pid_t raw_fork(void);
-
 struct raw_forker {
 	int stop;
 	int n;
@@ -622,7 +582,7 @@ static void *raw_forker(void *arg)
 	struct raw_forker *rf = arg;
 
 	while (!__atomic_load_n(&rf->stop, __ATOMIC_ACQUIRE) && rf->n < 4096) {
-		pid_t pid = raw_fork();
+		pid_t pid = fu_raw_fork();
 
 		if (pid == 0) {
 			struct timespec ts = { 2, 0 };
@@ -696,15 +656,6 @@ START_TEST(test_fork_beside_raw_children)
 END_TEST
 
 /* ---- children made without fork()'s handlers ----------------------------- */
-
-static pid_t raw_fork(void)
-{
-#ifdef SYS_fork
-	return (pid_t)syscall(SYS_fork);
-#else
-	return (pid_t)syscall(SYS_clone, SIGCHLD, 0L, 0L, 0L, 0L);
-#endif
-}
 
 /* Under Valgrind a raw fork is not what it is natively (and the child's
  * mark page may not be wiped): nothing to learn there. */
@@ -807,7 +758,7 @@ START_TEST(test_raw_child_first_call_during_exit_walk)
 	nanosleep(&nap, NULL);
 	ck_assert_msg(pthread_tryjoin_np(te, NULL) != 0, "the exiting thread was not held");
 
-	pid_t pid = raw_fork();
+	pid_t pid = fu_raw_fork();
 
 	if (pid == 0) {
 		signal(SIGALRM, SIG_DFL);
@@ -878,7 +829,7 @@ START_TEST(test_raw_child_frees_what_a_vanished_call_held)
 	ck_assert_msg(g_pk.f != NULL, "the other thread's program");
 	sem_take(&g_pk.in_fill);
 
-	pid_t pid = raw_fork();
+	pid_t pid = fu_raw_fork();
 
 	if (pid == 0) {
 		signal(SIGALRM, SIG_DFL);
@@ -920,19 +871,16 @@ START_TEST(test_raw_child_free_chunks_trap)
 		return;
 	}
 	void *a = jit(pool, 64, 0x11);
-	int p2c[2], c2p[2];
+	struct fu_child c;
 
-	make_pipes(p2c, c2p);
-	pid_t pid = raw_fork();
-
-	if (pid == 0) {
+	if (!fork_talk(&c, FU_RAW)) {
 		void *b = NULL;
 		struct ep_image img;
 		static unsigned char trap[64] __attribute__((aligned(64)));
 
 		signal(SIGALRM, SIG_DFL);
 		alarm(10);
-		CHILD_CHECK(read(p2c[PIPE_R], &b, sizeof(b)) == (ssize_t)sizeof(b), "no word");
+		CHILD_CHECK(fu_recv_buf(&c, &b, sizeof(b)) == 0, "no word");
 		int arc = ep_alloc(pool, 64, &img);
 
 		/* hugetlb: the child's copy of the pack, or a new pack, needs a
@@ -955,25 +903,22 @@ START_TEST(test_raw_child_free_chunks_trap)
 		CHILD_EXPECT_CALL(a, 0x11);
 		_exit(0);
 	}
-	ck_assert_int_ge(pid, 0);
 	void *b = jit(pool, 64, 0x5a5a); /* after the fork, into a chunk free there */
 
-	ck_assert_int_eq((int)write(p2c[PIPE_W], &b, sizeof(b)), (int)sizeof(b));
-	int st = rel_wait(pid);
+	ck_assert_int_eq(fu_send_buf(&c, &b, sizeof(b)), 0);
+	pid_t pid = c.pid;
+	int st = fu_finish(&c, CHILD_SECS);
 
 	if (st == 77)
 		printf("SKIP: test_raw_child_free_chunks_trap: %s: no free huge page for the "
 		       "child's copy\n", names[_i]);
 	else
-		ck_assert_msg(st == 0, "child %ld ended with status %d", (long)pid, st);
+		ck_assert_msg(st == 0, "child %ld ended with status %d%s", (long)pid, st,
+			      fu_status_text(st));
 	expect_call(a, 0x11);
 	expect_call(b, 0x5a5a);
 	ck_assert_int_eq(ep_free(pool, a), 0);
 	ck_assert_int_eq(ep_free(pool, b), 0);
-	for (int i = 0; i < 2; i++) {
-		close(p2c[i]);
-		close(c2p[i]);
-	}
 	ep_pool_destroy(pool);
 }
 END_TEST

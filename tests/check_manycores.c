@@ -46,6 +46,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "forkutil.h"
 #include "reliability.h"
 
 extern char **environ;
@@ -192,69 +193,6 @@ static uint32_t code_imm(const void *f)
 static bool runs_as(void *f, uint32_t v)
 {
 	return code_is(f, v) && (uint32_t)rel_call(f) == v;
-}
-
-/*
- * Wait for pid at most secs seconds.  Returns its exit status, 128+signal,
- * or -2 if it was still running then (it is killed and reaped).
- */
-static int wait_child(pid_t pid, double secs)
-{
-	double end = now_s() + secs;
-
-	for (;;) {
-		int st;
-		pid_t r = waitpid(pid, &st, WNOHANG);
-
-		if (r == pid) {
-			if (WIFEXITED(st))
-				return WEXITSTATUS(st);
-			return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
-		}
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (now_s() > end) {
-			kill(pid, SIGKILL);
-			rel_wait(pid);
-			return -2;
-		}
-		pause_us(1000);
-	}
-}
-
-/* Read one byte from fd, waiting at most secs seconds: 0, or -1 (closed,
- * error or timeout: a child that hangs must not hang the parent). */
-static int recv_timeout(int fd, char *c, double secs)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	int n;
-
-	do
-		n = poll(&pfd, 1, (int)(secs * 1000));
-	while (n < 0 && errno == EINTR);
-	return n == 1 ? rel_recv(fd, c) : -1;
-}
-
-/* wait_child() for a child that ends with rel_child_exit_ok(fd). */
-static int child_result(pid_t pid, int fd)
-{
-	int st = wait_child(pid, child_timeout());
-	char c = 0;
-
-	if (st == 128 + SIGKILL && recv_timeout(fd, &c, 0) == 0 && c == 'k')
-		st = 0;
-	return st;
-}
-
-static const char *child_status_text(int st)
-{
-	if (st == -2)
-		return " (hung: killed after the timeout)";
-	if (st == REL_CHILD_FAIL)
-		return " (a check in the child failed: see its message above)";
-	if (st > 128)
-		return " (killed by a signal: ran a trap or bad code?)";
-	return "";
 }
 
 /* ---- limit: exactly limit/size among 16 threads, freed bytes at once ---- */
@@ -992,54 +930,6 @@ END_TEST
 
 /* ---- fork: fork(), _Fork(), syscall(SYS_fork) ------------------------- */
 
-enum fork_kind { FK_FORK, FK_UFORK, FK_SYSCALL, FK_KINDS };
-
-static const char *const fork_names[] = { "fork()", "_Fork()", "syscall(SYS_fork)" };
-
-#if defined(__GLIBC__) && defined(__GLIBC_PREREQ)
-#if __GLIBC_PREREQ(2, 34)
-#define HAVE_UFORK 1
-#endif
-#endif
-
-/* Can this kind of child be made here?  NULL if so, else why not. */
-static const char *fork_unavailable(enum fork_kind k)
-{
-#ifdef EP_TEST_TSAN
-	/* ThreadSanitizer's runtime keeps a thread of its own; a child made
-	 * behind its back (no fork() interceptor) may inherit its locks held */
-	if (k != FK_FORK)
-		return "ThreadSanitizer only supports fork()";
-#endif
-#ifndef HAVE_UFORK
-	if (k == FK_UFORK)
-		return "no _Fork() in this C library (glibc 2.34+)";
-#endif
-	(void)k;
-	return NULL;
-}
-
-static pid_t fork_as(enum fork_kind k)
-{
-	switch (k) {
-	case FK_UFORK:
-#ifdef HAVE_UFORK
-		return _Fork();
-#else
-		errno = ENOSYS;
-		return -1;
-#endif
-	case FK_SYSCALL:
-#ifdef SYS_fork
-		return (pid_t)syscall(SYS_fork);
-#else
-		return (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
-#endif
-	default:
-		return fork();
-	}
-}
-
 #define CHILD_CODE(f, v)                                                                 \
 	CHILD_CHECK(runs_as((f), (v)), "%s at %p: code for %#x expected, reads %#x", #f, (f), \
 		    (uint32_t)(v), code_imm(f))
@@ -1049,14 +939,6 @@ static pid_t fork_as(enum fork_kind k)
 		int rc_ = (expr);                                                     \
 		CHILD_CHECK(rc_ == 0, "%s: %d (%s)", #expr, rc_, ep_strerror(rc_));   \
 	} while (0)
-
-static void child_recv(int fd, char want)
-{
-	char c = 0;
-
-	CHILD_CHECK(rel_recv(fd, &c) == 0, "pipe closed while waiting for '%c'", want);
-	CHILD_CHECK(c == want, "got '%c' on the pipe, expected '%c'", c, want);
-}
 
 static void *jit_ok(struct ep_pool *pool, size_t size, uint32_t v)
 {
@@ -1095,28 +977,21 @@ static void parent_pool_usable(struct ep_pool *pool, void *f, uint32_t v)
  */
 START_TEST(test_fork_child_rejits)
 {
-	enum fork_kind kind = (enum fork_kind)_i;
-	const char *why = fork_unavailable(kind);
+	enum fu_kind kind = (enum fu_kind)_i;
+	const char *why = fu_unavailable(kind);
 
 	if (why) {
-		printf("SKIP: %s child: %s\n", fork_names[kind], why);
+		printf("SKIP: %s child: %s\n", fu_kind_names[kind], why);
 		return;
 	}
 	struct ep_pool *pool = new_pool(EP_BACKEND_AUTO, 0);
 	void *f = jit_ok(pool, 64, 42);
 	void *n = jit_ok(pool, 320, 43); /* a neighbour, patched by the child */
-	int c2p[2], p2c[2];
+	struct fu_child c;
+	pid_t pid = fu_fork(&c, kind);
 
-	ck_assert_int_eq(pipe(c2p), 0);
-	ck_assert_int_eq(pipe(p2c), 0);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork_as(kind);
-
-	ck_assert_msg(pid >= 0, "%s: %s", fork_names[kind], strerror(errno));
+	ck_assert_msg(pid >= 0, "%s: %s", fu_kind_names[kind], strerror(errno));
 	if (pid == 0) {
-		close(c2p[0]);
-		close(p2c[1]);
 		CHILD_CODE(f, 42);
 		CHILD_OK(ep_free(pool, f));
 		void *g = NULL;
@@ -1125,34 +1000,30 @@ START_TEST(test_fork_child_rejits)
 		CHILD_CODE(g, 7);
 		CHILD_OK(rel_patch(pool, n, 8));
 		CHILD_CODE(n, 8);
-		CHILD_CHECK(rel_send(c2p[1], 'c') == 0, "send");
-		child_recv(p2c[0], 'p');
+		CHILD_CHECK(fu_send(&c, 'c') == 0, "send");
+		FU_CHILD_EXPECT(&c, 'p');
 		CHILD_CODE(g, 7);
 		CHILD_OK(ep_free(pool, g));
 		CHILD_OK(ep_free(pool, n));
 		_exit(0);
 	}
-	close(c2p[1]);
-	close(p2c[0]);
-	char c = 0;
-	int got = recv_timeout(c2p[0], &c, child_timeout());
+	char m = 0;
+	int got = fu_recv(&c, &m, child_timeout());
 	/* the child changed "the same" code: ours is untouched */
 	bool f_ok = runs_as(f, 42), n_ok = runs_as(n, 43);
 	uint32_t f_now = code_imm(f), n_now = code_imm(n);
 
-	rel_send(p2c[1], 'p');
-	int st = wait_child(pid, child_timeout());
+	fu_send(&c, 'p');
+	int st = fu_finish(&c, child_timeout());
 
-	close(c2p[0]);
-	close(p2c[1]);
-	ck_assert_msg(got == 0 && c == 'c', "the %s child did not get to its changes",
-		      fork_names[kind]);
+	ck_assert_msg(got == 0 && m == 'c', "the %s child did not get to its changes",
+		      fu_kind_names[kind]);
 	ck_assert_msg(f_ok, "%s child: the parent's function now reads %#x, not 42",
-		      fork_names[kind], f_now);
+		      fu_kind_names[kind], f_now);
 	ck_assert_msg(n_ok, "%s child: the parent's neighbour now reads %#x, not 43",
-		      fork_names[kind], n_now);
-	ck_assert_msg(st == 0, "%s child ended with status %d%s", fork_names[kind], st,
-		      child_status_text(st));
+		      fu_kind_names[kind], n_now);
+	ck_assert_msg(st == 0, "%s child ended with status %d%s", fu_kind_names[kind], st,
+		      fu_status_text(st));
 	ck_assert_int_eq(ep_free(pool, n), 0);
 	parent_pool_usable(pool, f, 42);
 	ep_pool_destroy(pool);
@@ -1166,30 +1037,23 @@ END_TEST
  */
 START_TEST(test_fork_parent_rejits)
 {
-	enum fork_kind kind = (enum fork_kind)_i;
-	const char *why = fork_unavailable(kind);
+	enum fu_kind kind = (enum fu_kind)_i;
+	const char *why = fu_unavailable(kind);
 
 	if (why) {
-		printf("SKIP: %s child: %s\n", fork_names[kind], why);
+		printf("SKIP: %s child: %s\n", fu_kind_names[kind], why);
 		return;
 	}
 	struct ep_pool *pool = new_pool(EP_BACKEND_AUTO, 0);
 	void *f = jit_ok(pool, 64, 42);
 	void *n = jit_ok(pool, 320, 43);
-	int c2p[2], p2c[2];
+	struct fu_child c;
+	pid_t pid = fu_fork(&c, kind);
 
-	ck_assert_int_eq(pipe(c2p), 0);
-	ck_assert_int_eq(pipe(p2c), 0);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork_as(kind);
-
-	ck_assert_msg(pid >= 0, "%s: %s", fork_names[kind], strerror(errno));
+	ck_assert_msg(pid >= 0, "%s: %s", fu_kind_names[kind], strerror(errno));
 	if (pid == 0) {
-		close(c2p[0]);
-		close(p2c[1]);
 		CHILD_CODE(f, 42);
-		if (kind != FK_FORK) {
+		if (kind != FU_FORK) {
 			/* libexecpack(7): a child made without fork()'s handlers
 			 * shares the pages until its first call, which makes its
 			 * copies (a stats call is enough) */
@@ -1197,8 +1061,8 @@ START_TEST(test_fork_parent_rejits)
 
 			CHILD_OK(ep_pool_stats(pool, &st));
 		}
-		CHILD_CHECK(rel_send(c2p[1], 'r') == 0, "send");
-		child_recv(p2c[0], 'p');
+		CHILD_CHECK(fu_send(&c, 'r') == 0, "send");
+		FU_CHILD_EXPECT(&c, 'p');
 		/* the parent has freed f, JITted 7 and patched n meanwhile */
 		CHILD_CODE(f, 42);
 		CHILD_CODE(n, 43);
@@ -1210,33 +1074,29 @@ START_TEST(test_fork_parent_rejits)
 		CHILD_CODE(g, 9);
 		CHILD_OK(ep_free(pool, g));
 		CHILD_OK(ep_free(pool, n));
-		CHILD_CHECK(rel_send(c2p[1], 'd') == 0, "send");
+		CHILD_CHECK(fu_send(&c, 'd') == 0, "send");
 		_exit(0);
 	}
-	close(c2p[1]);
-	close(p2c[0]);
-	char c = 0;
+	char m = 0;
 
-	if (recv_timeout(c2p[0], &c, child_timeout()) != 0 || c != 'r') {
-		int st = wait_child(pid, 0);
+	if (fu_recv(&c, &m, child_timeout()) != 0 || m != 'r') {
+		int st = fu_finish(&c, 0);
 
-		ck_abort_msg("the %s child did not start: status %d%s", fork_names[kind], st,
-			     child_status_text(st));
+		ck_abort_msg("the %s child did not start: status %d%s", fu_kind_names[kind], st,
+			     fu_status_text(st));
 	}
 	ck_assert_int_eq(ep_free(pool, f), 0);
 	void *g = jit_ok(pool, 64, 7);
 
 	ck_assert_int_eq(rel_patch(pool, n, 44), 0);
 	ck_assert(runs_as(n, 44));
-	ck_assert_int_eq(rel_send(p2c[1], 'p'), 0);
-	int got = recv_timeout(c2p[0], &c, child_timeout());
-	int st = wait_child(pid, child_timeout());
+	ck_assert_int_eq(fu_send(&c, 'p'), 0);
+	int got = fu_recv(&c, &m, child_timeout());
+	int st = fu_finish(&c, child_timeout());
 
-	close(c2p[0]);
-	close(p2c[1]);
-	ck_assert_msg(st == 0, "%s child ended with status %d%s", fork_names[kind], st,
-		      child_status_text(st));
-	ck_assert_msg(got == 0 && c == 'd', "the child did not finish");
+	ck_assert_msg(st == 0, "%s child ended with status %d%s", fu_kind_names[kind], st,
+		      fu_status_text(st));
+	ck_assert_msg(got == 0 && m == 'd', "the child did not finish");
 	/* nothing the child did reached the parent either */
 	ck_assert_msg(runs_as(g, 7), "the parent's new function reads %#x, not 7", code_imm(g));
 	ck_assert_msg(runs_as(n, 44), "the parent's patched function reads %#x, not 44",
@@ -1344,10 +1204,11 @@ START_TEST(test_spawn_exec)
 		pid_t pid = spawn_true(kind);
 
 		ck_assert_msg(pid > 0, "%s: %s", spawn_names[kind], strerror(errno));
-		int st = wait_child(pid, child_timeout());
+		struct fu_child sc = { .pid = pid, .tx = -1, .rx = -1 };
+		int st = fu_finish(&sc, child_timeout());
 
 		ck_assert_msg(st == 0, "%s child ended with status %d%s", spawn_names[kind], st,
-			      child_status_text(st));
+			      fu_status_text(st));
 		ck_assert_msg(runs_as(f, 42), "after a %s child: the function reads %#x, not 42",
 			      spawn_names[kind], code_imm(f));
 		ck_assert_int_eq(ep_free(pool, n), 0);
@@ -1449,9 +1310,7 @@ START_TEST(test_fork_busy_threads)
 	struct busy_worker w[BUSY_THREADS];
 	void *shared = jit_ok(pool, 64, 0x40000000u);
 	int forks = rel_quick() ? 4 : 16, st = 0, k;
-	int done[2];
 
-	ck_assert_int_eq(pipe(done), 0);
 	fail_reset();
 	stop_reset();
 	memset(w, 0, sizeof(w));
@@ -1469,9 +1328,8 @@ START_TEST(test_fork_busy_threads)
 
 		while (busy_ops(w) < ops + 3 && now_s() < end && !failed())
 			sched_yield();
-		fflush(stdout);
-		fflush(stderr);
-		pid_t pid = fork();
+		struct fu_child c;
+		pid_t pid = fu_fork(&c, FU_FORK);
 
 		if (pid < 0) {
 			st = -errno;
@@ -1486,9 +1344,9 @@ START_TEST(test_fork_busy_threads)
 			struct ep_stats sst;
 
 			CHILD_OK(ep_pool_stats(pool, &sst));
-			rel_child_exit_ok(done[1]);
+			rel_child_exit_ok(c.tx);
 		}
-		st = child_result(pid, done[0]);
+		st = fu_finish(&c, child_timeout());
 		if (st != 0)
 			break;
 	}
@@ -1496,11 +1354,9 @@ START_TEST(test_fork_busy_threads)
 	for (int i = 0; i < BUSY_THREADS; i++)
 		ck_assert_int_eq(pthread_join(w[i].th, NULL), 0);
 	ck_assert_msg(st == 0, "child %d (forked while %d threads were inside the library) ended "
-		      "with status %d%s", k, BUSY_THREADS, st, child_status_text(st));
+		      "with status %d%s", k, BUSY_THREADS, st, fu_status_text(st));
 	assert_no_failure();
 	ck_assert_uint_gt(busy_ops(w), 0);
-	close(done[0]);
-	close(done[1]);
 	ck_assert_int_eq(ep_free(pool, shared), 0);
 	ep_pool_destroy(pool);
 }
@@ -1556,16 +1412,13 @@ START_TEST(test_fork_naming_thread)
 	pthread_t th;
 	int forks = rel_quick() ? 5 : 60, st = 0, k;
 	double end = now_s() + 2 * run_budget();
-	int done[2];
 
-	ck_assert_int_eq(pipe(done), 0);
 	fail_reset();
 	stop_reset();
 	ck_assert_int_eq(pthread_create(&th, NULL, namer_main, NULL), 0);
 	for (k = 0; k < forks && (k < 10 || now_s() < end) && !failed(); k++) {
-		fflush(stdout);
-		fflush(stderr);
-		pid_t pid = fork();
+		struct fu_child c;
+		pid_t pid = fu_fork(&c, FU_FORK);
 
 		if (pid < 0) {
 			st = -errno;
@@ -1577,19 +1430,17 @@ START_TEST(test_fork_naming_thread)
 			CHILD_OK(small_pool(&p));
 			child_cycle(p, 0x0d000000u | (uint32_t)k);
 			ep_pool_destroy(p);
-			rel_child_exit_ok(done[1]);
+			rel_child_exit_ok(c.tx);
 		}
-		st = child_result(pid, done[0]);
+		st = fu_finish(&c, child_timeout());
 		if (st != 0)
 			break;
 		pause_us(500); /* let the thread get back into its calls */
 	}
 	stop_all();
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
-	close(done[0]);
-	close(done[1]);
 	ck_assert_msg(st == 0, "child %d (forked while a thread named and destroyed code) ended "
-		      "with status %d%s", k, st, child_status_text(st));
+		      "with status %d%s", k, st, fu_status_text(st));
 	assert_no_failure();
 }
 END_TEST
@@ -1709,8 +1560,8 @@ static Suite *manycores_suite(void)
 	TCase *tf = tcase_create("fork");
 
 	tcase_set_timeout(tf, 60);
-	tcase_add_loop_test(tf, test_fork_child_rejits, 0, FK_KINDS);
-	tcase_add_loop_test(tf, test_fork_parent_rejits, 0, FK_KINDS);
+	tcase_add_loop_test(tf, test_fork_child_rejits, 0, FU_KINDS);
+	tcase_add_loop_test(tf, test_fork_parent_rejits, 0, FU_KINDS);
 	tcase_add_loop_test(tf, test_spawn_exec, 0, SK_KINDS);
 	suite_add_tcase(s, tf);
 
