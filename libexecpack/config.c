@@ -133,7 +133,9 @@ static int open_backend(struct ep__heap *heap, const struct ep_config *cfg)
 			heap->ops = ops;
 			return 0;
 		}
-		if (first == -ENODEV)
+		/* (hugetlb's "no huge page" is ep_pool_create(3)'s error only for
+		 * a pool that asked for hugetlb: AUTO says why the others failed) */
+		if (first == -ENODEV && !(rc == -ENOSPC && order[i] == EP_BACKEND_HUGETLB))
 			first = rc;
 		add_reason(heap, why);
 	}
