@@ -16,6 +16,7 @@ import tempfile
 import unittest
 
 import execpack
+import support
 
 # mov eax, 42; ret
 FORTY_TWO = bytes([0xB8, 0x2A, 0x00, 0x00, 0x00, 0xC3])
@@ -239,18 +240,5 @@ class TypesTest(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
 
 
-def main():
-    try:
-        with execpack.Pool():
-            pass
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.ENODEV):
-            print("SKIP: no executable memory here: %s" % e)
-            return 77
-        raise
-    prog = unittest.main(exit=False, verbosity=2)
-    return 0 if prog.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(support.main())

@@ -26,6 +26,7 @@ import unittest
 import weakref
 
 import execpack
+import support
 
 # lea eax, [rdi + rsi]; ret
 ADD = bytes([0x8D, 0x04, 0x37, 0xC3])
@@ -605,20 +606,5 @@ class IntegerRangeTest(unittest.TestCase):
         self.pool.free(ident)
 
 
-def main():
-    try:
-        with execpack.Pool() as p:
-            backend = p.backend
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.ENODEV):
-            print("SKIP: no executable memory here: %s" % e)
-            return 77
-        raise
-    print("libexecpack %s, backend %s, via %s" % (execpack.version(), backend,
-                                                 execpack.library()._name))
-    prog = unittest.main(exit=False, verbosity=2)
-    return 0 if prog.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(support.main(show_banner=True))

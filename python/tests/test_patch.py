@@ -12,6 +12,7 @@ import sys
 import unittest
 
 import execpack
+import support
 
 
 def ret_imm(value: int) -> bytes:
@@ -116,18 +117,5 @@ class PatchTest(unittest.TestCase):
             self.assertEqual(f(), 7)
 
 
-def main() -> int:
-    try:
-        with execpack.Pool():
-            pass
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.ENODEV):
-            print("SKIP: no executable memory here: %s" % e)
-            return 77
-        raise
-    prog = unittest.main(exit=False, verbosity=2)
-    return 0 if prog.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(support.main())

@@ -12,6 +12,7 @@ import sys
 import unittest
 
 import execpack
+import support
 
 # mov eax, 42; ret
 FORTY_TWO = bytes([0xB8, 0x2A, 0x00, 0x00, 0x00, 0xC3])
@@ -106,18 +107,5 @@ class StageTest(unittest.TestCase):
         self.assertEqual(cm.exception.errno, errno.EINVAL)
 
 
-def main() -> int:
-    try:
-        with execpack.Pool():
-            pass
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM, errno.ENODEV):
-            print("SKIP: no executable memory here: %s" % e)
-            return 77
-        raise
-    prog = unittest.main(exit=False, verbosity=2)
-    return 0 if prog.result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(support.main())
