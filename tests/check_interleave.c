@@ -24,6 +24,11 @@
  * two live allocations share a chunk.  After each schedule: the records are
  * those of live allocations only, nothing freed is named, the stats and
  * the limit's charge are exactly what the live allocations make.
+ *
+ * A step may fork (scenarios 4, 18 and 19): the child runs unscheduled
+ * (a yield there returns at once) and reports over a pipe (forkutil.h);
+ * scenarios 18 and 19 fork raw children, made without fork()'s handlers,
+ * while the other threads stand wherever the schedule left them.
  */
 #include "config.h"
 
@@ -40,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forkutil.h"
 #include "heap.h"
 #include "lock.h"
 #include "remote.h"
@@ -562,9 +568,10 @@ static int do_free(unsigned char *x)
 static unsigned long g_schedules = 1000; /* per scenario (EP_IL_SCHEDULES) */
 
 /* Run one under the seeds 1, 2, ... (g_schedules / share of them: a
- * scenario whose every schedule is slow runs fewer). */
-static void each_seed(const char *name, void (*one)(unsigned long seed), unsigned long est,
-		      unsigned long share)
+ * scenario whose every schedule is slow runs fewer).  Whether it ran
+ * (EP_IL_ONLY may name another). */
+static int each_seed(const char *name, void (*one)(unsigned long seed), unsigned long est,
+		     unsigned long share)
 {
 	const char *s = getenv("EP_IL_SEED");
 
@@ -573,7 +580,7 @@ static void each_seed(const char *name, void (*one)(unsigned long seed), unsigne
 	const char *only = getenv("EP_IL_ONLY");
 
 	if (only && strcmp(only, name))
-		return;
+		return 0;
 	g_est = est;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (s) {
@@ -592,6 +599,7 @@ static void each_seed(const char *name, void (*one)(unsigned long seed), unsigne
 	printf("%s: %lu schedules, %lu steps, %.2f s\n", name, runs, steps,
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	ck_assert_msg(!g_failed, "%s", g_why);
+	return 1;
 }
 
 /* 1. The heap lock: a thread that frees another's staged programs takes
@@ -799,13 +807,8 @@ END_TEST
  * child's first ep_alloc() must not wait for a lock nobody will give back. */
 static void s4_forker(int id)
 {
-	int fds[2];
-
-	if (pipe(fds)) {
-		g_rc[id][0] = -errno;
-		return;
-	}
-	pid_t pid = fork();
+	struct fu_child c;
+	pid_t pid = fu_fork(&c, FU_FORK);
 
 	if (pid == 0) {
 		struct ep_image img;
@@ -817,18 +820,11 @@ static void s4_forker(int id)
 			rc = ep_free(g_pool, img.exec);
 		if (rc)
 			_exit(2);
-		rel_child_exit_ok(fds[1]);
+		rel_child_exit_ok(c.tx);
 	}
-	close(fds[1]);
-	char k = 0;
-	int st = pid < 0 ? -errno : rel_wait(pid);
-
-	/* (a SIGKILL after 'k': the child passed and spared memcheck's leak
+	/* (a SIGKILL after 'k' is a pass: the child spared memcheck's leak
 	 * check of what the parent's other threads held; reliability.h) */
-	if (st == 128 + SIGKILL && rel_recv(fds[0], &k) == 0 && k == 'k')
-		st = 0;
-	close(fds[0]);
-	g_rc[id][0] = st;
+	g_rc[id][0] = pid < 0 ? -errno : fu_finish(&c, 30);
 }
 
 static void s4_claimer(int id)
@@ -1513,6 +1509,301 @@ START_TEST(test_small_chunks_shrink_finalize_vs_free)
 }
 END_TEST
 
+/* ---- children made without fork()'s handlers ------------------------------ */
+
+/*
+ * A raw child (syscall(SYS_fork): no handler of the library's or libc's
+ * runs) is forked inside a step, at whatever point the schedule left the
+ * other threads: it has one thread, and the locks those threads held stay
+ * held in it until its first call resets them.  Inside the child nothing
+ * is scheduled (managed() is false there: a yield returns at once, a wait
+ * for a lock spins), so it runs its calls straight through, under an
+ * alarm of its own (no fork handler sets child_alarm()), and tells the
+ * forking thread what failed over a pipe (forkutil.h); that thread reads
+ * it holding the turn, so nothing of the parent moves meanwhile unless it
+ * waits for another thread first.
+ */
+static const char *raw_child_skipped(void)
+{
+	if (RUNNING_ON_VALGRIND)
+		return "a raw fork under Valgrind is not what it is natively";
+	return fu_unavailable(FU_RAW);
+}
+
+/* In a raw child: the verdict to the parent, then out.  Status 0, or 3
+ * with g_why (il_fail() in the child) or why on the pipe. */
+static void raw_child_exit(struct fu_child *c, const char *why) __attribute__((noreturn));
+static void raw_child_exit(struct fu_child *c, const char *why)
+{
+	if (!why && g_failed)
+		why = g_why;
+	if (why)
+		fu_send_buf(c, why, strlen(why));
+	_exit(why ? 3 : 0);
+}
+
+/* In the forking thread: the child's status, and what it said into why. */
+static int raw_child_result(struct fu_child *c, char *why, size_t n)
+{
+	ssize_t got, len = 0;
+	int st;
+
+	/* (its message first: the child has exited when its end closes) */
+	while (len < (ssize_t)n - 1 && (got = read(c->rx, why + len, n - 1 - (size_t)len)) != 0) {
+		if (got < 0 && errno != EINTR)
+			break;
+		if (got > 0)
+			len += got;
+	}
+	why[len] = 0;
+	st = fu_finish(c, 30);
+	return st;
+}
+
+static pid_t raw_child_begin(struct fu_child *c)
+{
+	pid_t pid = fu_fork(c, FU_RAW);
+
+	if (pid == 0) {
+		signal(SIGALRM, SIG_DFL); /* (not Check's handler: it kills the group) */
+		alarm(10);
+	}
+	return pid;
+}
+
+/* 18. A raw child's first call is ep_pool_create() (one child) or
+ * ep_pool_destroy() (a second, forked at the same step), while another
+ * thread of the parent may be anywhere in its thread-exit walk (holding the
+ * list of heaps, its heap's lock, or waiting for that lock, which a third
+ * thread's free of its named program takes).  Both calls must return. */
+static int g_s18_walking, g_s18_in_walk; /* the exiter's fn returned; forks inside its walk */
+static char g_s18_why[2][256];
+
+static void s18_exiter(int id)
+{
+	(void)id;
+	unsigned char *x = jit(64, 1);
+
+	if (x && ep_set_name(g_pool, x, "s18_program") == 0 && model_find(x) >= 0)
+		strcpy(g_model[model_find(x)].name, "s18"); /* (a named free takes the lock) */
+	g_pub[0] = x;
+	jit(200, 1);
+	g_s18_walking = 1; /* the rest of this thread is its exit walk */
+}
+
+static void s18_freer(int id)
+{
+	g_rc[id][0] = do_free(await(0));
+}
+
+static void s18_forker(int id)
+{
+	struct fu_child c[2];
+
+	await(0); /* (the exiter has a heap: its walk has work to do) */
+	/* half the seeds fork no sooner than the walk begins */
+	while (g_seed % 4 >= 2 && !g_s18_walking)
+		ep__il_blocked("s18: the walk");
+	for (int k = 0; k < 2; k++) {
+		pid_t pid = raw_child_begin(&c[k]);
+
+		if (pid == 0) {
+			if (k == 1) {
+				fu_close(&c[0].tx); /* (the first child's pipes are not its) */
+				fu_close(&c[0].rx);
+				ep_pool_destroy(g_pool);
+				raw_child_exit(&c[k], NULL);
+			}
+			struct ep_pool *p = NULL;
+			int rc = ep_pool_create(NULL, &p);
+
+			if (rc == 0)
+				ep_pool_destroy(p);
+			raw_child_exit(&c[k], rc ? "ep_pool_create() failed" : NULL);
+		}
+		if (pid < 0) {
+			g_rc[id][k] = -errno;
+			if (k == 1) {
+				fu_close(&c[0].tx);
+				g_rc[id][0] = raw_child_result(&c[0], g_s18_why[0], sizeof(g_s18_why[0]));
+			}
+			return;
+		}
+	}
+	if (g_s18_walking && alive(0))
+		g_s18_in_walk++;
+	for (int k = 0; k < 2; k++)
+		g_rc[id][k] = raw_child_result(&c[k], g_s18_why[k], sizeof(g_s18_why[k]));
+}
+
+static void s18(unsigned long seed)
+{
+	static const char *const call[] = { "ep_pool_create()", "ep_pool_destroy()" };
+	void (*fns[])(int) = { s18_exiter, s18_freer, s18_forker };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	g_s18_walking = 0;
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	for (int k = 0; k < 2; k++)
+		if (g_rc[2][k])
+			il_fail("a raw child's first call, %s: status %d%s%s%s", call[k], g_rc[2][k],
+				fu_status_text(g_rc[2][k]), g_s18_why[k][0] ? ": " : "", g_s18_why[k]);
+	if (g_rc[1][0])
+		il_fail("the free of the exiting thread's program: %d", g_rc[1][0]);
+	pool_end();
+}
+
+START_TEST(test_raw_child_first_call_vs_exit_walk)
+{
+	const char *why = raw_child_skipped();
+
+	if (why) {
+		printf("SKIP: s18: %s\n", why);
+		return;
+	}
+	g_s18_in_walk = 0;
+	if (!each_seed("s18", s18, 90, 4))
+		return;
+	printf("s18: forked inside the exit walk in %d schedules\n", g_s18_in_walk);
+	/* (the seeds are fixed: a change that leaves the walk no point to
+	 * fork at must say so, not pass without trying) */
+	ck_assert_msg(g_s18_in_walk > 0 || g_schedules / 4 < 50 || getenv("EP_IL_SEED"),
+		      "no schedule forked while the exiting thread was in its exit walk");
+}
+END_TEST
+
+/* 19. A raw child's free chunks hold traps whatever the parent wrote
+ * there after the fork.  The owner forks among frees of its programs by
+ * other threads (one may be half done at the fork: FREEING in the child,
+ * or queued for the owner's drain), then writes new code (0x22, unlike
+ * anything before the fork) into whatever its heap has free, once the
+ * frees are done too.  Only then does the child make its first calls:
+ * ep_alloc(), whose chunks must hold the trap fill (never the parent's
+ * later code), and every free chunk of every pack must hold traps. */
+static int g_s19_mid_free; /* schedules that forked while a free was under way */
+static char g_s19_why[256];
+
+/* jit() with a byte of its own in the code. */
+static unsigned char *jit_fill(size_t n, unsigned char v)
+{
+	struct ep_image img;
+	int rc = ep_alloc(g_pool, n, &img);
+
+	if (rc) {
+		il_fail("ep_alloc(%zu): %d", n, rc);
+		return NULL;
+	}
+	model_add(img.exec, img.size);
+	memset(img.rw, v, n);
+	if ((rc = ep_finalize(g_pool, img.exec)))
+		il_fail("ep_finalize: %d", rc);
+	return img.exec;
+}
+
+static void s19_child(struct fu_child *c)
+{
+	char m = 0;
+
+	if (fu_recv(c, &m, -1) || m != 'w')
+		raw_child_exit(c, "no word from the parent");
+	for (int k = 0; k < 6; k++) {
+		struct ep_image img;
+		int rc = ep_alloc(g_pool, k & 1 ? 64 : 128, &img);
+
+		if (rc) {
+			il_fail("the raw child's ep_alloc(): %d", rc);
+			break;
+		}
+		for (size_t off = 0; off < img.size; off += sizeof(g_trap)) {
+			size_t len = img.size - off < sizeof(g_trap) ? img.size - off : sizeof(g_trap);
+
+			if (memcmp((unsigned char *)img.exec + off, g_trap, len)) {
+				il_fail("the raw child's allocation %d at %p+%zu holds %02x, not traps "
+					"(the parent's later code is 0x22)",
+					k, img.exec, off, ((unsigned char *)img.exec)[off]);
+				break;
+			}
+		}
+	}
+	check_traps("the raw child, after its first calls");
+	raw_child_exit(c, NULL);
+}
+
+static void s19_owner(int id)
+{
+	struct fu_child c;
+
+	g_pub[0] = jit(64, 1);
+	g_pub[1] = jit(128, 1);
+	g_pub[2] = jit(64, 1);
+	jit(64, 1);
+	pid_t pid = raw_child_begin(&c);
+
+	if (pid == 0)
+		s19_child(&c);
+	if (pid < 0) {
+		g_rc[id][0] = -errno;
+		return;
+	}
+	for (int i = 0; i < MODEL; i++)
+		if (g_model[i].live && g_model[i].freeing) {
+			g_s19_mid_free++;
+			break;
+		}
+	jit_fill(64, 0x22);
+	while (!g_pub[3] || !__atomic_load_n(&g_rc[2][3], __ATOMIC_RELAXED))
+		ep__il_blocked("s19: the frees");
+	for (int k = 0; k < 4; k++)
+		jit_fill(k & 1 ? 64 : 128, 0x22);
+	fu_send(&c, 'w');
+	g_rc[id][0] = raw_child_result(&c, g_s19_why, sizeof(g_s19_why));
+}
+
+static void s19_freer(int id)
+{
+	g_rc[id][0] = do_free(await(id == 1 ? 0 : 1));
+	if (id == 1) {
+		g_rc[id][1] = do_free(await(2));
+		g_pub[3] = (unsigned char *)1; /* (a mark, not an allocation) */
+	} else {
+		jit(64, 1);
+		__atomic_store_n(&g_rc[id][3], 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void s19(unsigned long seed)
+{
+	void (*fns[])(int) = { s19_owner, s19_freer, s19_freer };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	if (g_rc[0][0])
+		il_fail("the raw child: status %d%s%s%s", g_rc[0][0], fu_status_text(g_rc[0][0]),
+			g_s19_why[0] ? ": " : "", g_s19_why);
+	if (g_rc[1][0] || g_rc[1][1] || g_rc[2][0])
+		il_fail("frees: %d %d %d", g_rc[1][0], g_rc[1][1], g_rc[2][0]);
+	pool_end();
+}
+
+START_TEST(test_raw_child_free_chunks_vs_frees)
+{
+	const char *why = raw_child_skipped();
+
+	if (why) {
+		printf("SKIP: s19: %s\n", why);
+		return;
+	}
+	g_s19_mid_free = 0;
+	if (!each_seed("s19", s19, 110, 4))
+		return;
+	printf("s19: forked while a free was under way in %d schedules\n", g_s19_mid_free);
+	ck_assert_msg(g_s19_mid_free > 0 || g_schedules / 4 < 50 || getenv("EP_IL_SEED"),
+		      "no schedule forked while a free of the owner's program was under way");
+}
+END_TEST
+
 /* A fork child of a schedule: whatever the library's own child handler
  * does must end, or the child is stopped (this handler runs first). */
 static void child_alarm(void)
@@ -1557,6 +1848,8 @@ int main(void)
 	tcase_add_test(tc, test_code_range);
 	tcase_add_test(tc, test_patch_vs_free);
 	tcase_add_test(tc, test_patch_vs_write_shrink_name);
+	tcase_add_test(tc, test_raw_child_first_call_vs_exit_walk);
+	tcase_add_test(tc, test_raw_child_free_chunks_vs_frees);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 
