@@ -13,8 +13,10 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "info.h"
 #include "internal.h"
@@ -130,6 +132,23 @@ void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
 		h->stash[cls][h->nstash[cls]++] = buf;
 	else
 		free(buf);
+}
+/*
+ * A kept buffer (EP_F_KEEP_STAGING) holds [buf, buf+len) from now on: its
+ * whole pages past that go back to the kernel.  The buffer was sized for
+ * the request (an emitter's upper bound) rounded up to its class; kept
+ * whole, it cost twice the code.  The pages read as zeros if the buffer is
+ * stashed and handed out again, which fills what it hands out.
+ */
+void ep__stage_trim(unsigned char *buf, size_t len)
+{
+	unsigned char *base = ep__stage_base(buf);
+	size_t page = ep__page_size();
+	uintptr_t lo = ep__round_up((uintptr_t)buf + len, page);
+	uintptr_t hi = ((uintptr_t)base + malloc_usable_size(base)) & ~(uintptr_t)(page - 1);
+
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 /* Give a view a record of its own, to attach diagnostics to.  NULL without
  * memory for one: ep_set_name()/ep_set_unwind() then fail with -ENOMEM. */

@@ -38,6 +38,9 @@ void ep__rec_put(struct ep__heap *h, struct ep__alloc *a);
 unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls);
 void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls);
 
+/* A kept buffer's pages past its first len bytes back to the kernel. */
+void ep__stage_trim(unsigned char *buf, size_t len);
+
 static inline unsigned char *ep__stage_skew(unsigned char *buf, uintptr_t key)
 {
 	return buf + (key & (EP_STAGE_ALIGN - 1));

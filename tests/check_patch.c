@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -363,6 +364,64 @@ START_TEST(test_under_pkey)
 }
 END_TEST
 
+/* Resident pages of [p, p+len), whole pages inside only. */
+static size_t resident(const void *p, size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = 0;
+	uintptr_t lo = ((uintptr_t)p + pg - 1) & ~(uintptr_t)(pg - 1);
+	uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(pg - 1);
+	unsigned char vec[256];
+
+	ck_assert_uint_le((hi - lo) / pg, sizeof(vec));
+	if (hi <= lo)
+		return 0;
+	ck_assert_int_eq(mincore((void *)lo, hi - lo, vec), 0);
+	for (size_t i = 0; i < (hi - lo) / pg; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+/* A kept copy is as long as the finalized code, not the request: an
+ * emitter's upper bound of 256 KiB, 4 KiB used (ep_finalize_size()): the
+ * kept buffer's pages past those go back; windows still work there, and
+ * the buffer, stashed and handed out again, is filled. */
+START_TEST(test_keep_staging_trimmed)
+{
+	struct ep_pool *p = make_pool(EP_F_KEEP_STAGING);
+	struct ep_image img;
+	struct ep_info in;
+	const size_t want = 256 * 1024, used = 4096;
+	void *rw;
+
+	ck_assert_int_eq(ep_alloc(p, want, &img), 0);
+	tu_fill_nops(img.rw, used);
+	tu_emit_ret_imm(img.rw, VAL_A);
+	memset((char *)img.rw + used, 0xcc, want - used); /* (all of it resident) */
+	ck_assert_uint_gt(resident((char *)img.rw + used, want - used), 0);
+	ck_assert_int_eq(ep_finalize_size(p, img.exec, used), 0);
+	ck_assert_int_eq(ep_lookup(img.exec, &in), 0);
+	ck_assert_ptr_eq(in.patch_rw, img.rw);
+	ck_assert_uint_eq(in.patch_len, used);
+	ck_assert_uint_eq(resident((char *)img.rw + used, want - used), 0);
+	/* its first bytes are still a working copy */
+	ck_assert_int_eq(ep_patch_begin(p, img.exec, TU_RET_LEN, &rw), 0);
+	ck_assert_ptr_eq(rw, img.rw);
+	tu_emit_ret_imm(rw, VAL_B);
+	ck_assert_int_eq(ep_patch_commit(p, img.exec), 0);
+	ck_assert_int_eq(tu_as_fn(img.exec)(), (int)VAL_B);
+	ck_assert_int_eq(ep_patch_begin(p, (char *)img.exec + used - 8, 8, &rw), 0);
+	ck_assert_int_eq(ep_patch_abort(p, (char *)img.exec + used - 8), 0);
+	ck_assert_int_eq(ep_free(p, img.exec), 0);
+	/* the same size again: perhaps the same buffer, filled whole */
+	struct ep_image again;
+
+	ck_assert_int_eq(ep_alloc(p, want, &again), 0);
+	ck_assert(tu_is_trap(again.rw, want));
+	ck_assert_int_eq(ep_free(p, again.exec), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 /* A large allocation (its own mapping) and a randomized one. */
 START_TEST(test_large_and_randomized)
 {
@@ -439,6 +498,7 @@ int main(void)
 	tcase_add_test(tc, test_window_and_life);
 	tcase_add_test(tc, test_remote_free_with_window);
 	tcase_add_test(tc, test_keep_staging);
+	tcase_add_test(tc, test_keep_staging_trimmed);
 	tcase_add_test(tc, test_flip_under_runner);
 	tcase_add_test(tc, test_under_pkey);
 	tcase_add_test(tc, test_large_and_randomized);
