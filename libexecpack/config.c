@@ -197,6 +197,16 @@ int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_confi
 	if (cfg->chunk_size && cfg->chunk_size != 16 && cfg->chunk_size != 32 &&
 	    cfg->chunk_size != EP_CHUNK_SIZE)
 		return -EINVAL;
+	if (cfg->pack_size % ep__page_size()) {
+		/* no backend's pages divide it: a bad config whatever backend
+		 * could open now */
+		char why[96];
+
+		snprintf(why, sizeof(why), "pack_size %zu: not a multiple of the page size (%zu)",
+			 cfg->pack_size, ep__page_size());
+		add_reason(heap, why);
+		return -EINVAL;
+	}
 	rc = open_backend(heap, cfg);
 	if (rc)
 		return rc;

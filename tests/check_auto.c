@@ -92,6 +92,18 @@ START_TEST(test_auto_pack_size_fits_pages)
 		ck_assert_ptr_null(q);
 	}
 	ep_pool_destroy(p);
+	/* no page divides it: a bad config on every backend, whichever of
+	 * them could open now (hugetlb with no free page fails -ENOSPC) */
+	for (int b = EP_BACKEND_AUTO; b <= EP_BACKEND_KMOD; b++) {
+		struct ep_config bad = { .sz = sizeof(bad), .backend = (enum ep_backend)b,
+					 .pack_size = (size_t)sysconf(_SC_PAGESIZE) + 64 };
+
+		p = NULL;
+		ck_assert_int_eq(ep_pool_create(&bad, &p), -EINVAL);
+		ck_assert_ptr_null(p);
+		ck_assert_int_eq(ep_backend_probe((enum ep_backend)b, &bad, why, sizeof(why)), -EINVAL);
+		ck_assert_msg(strstr(why, "pack_size"), "backend %d: %s", b, why);
+	}
 }
 END_TEST
 
