@@ -85,6 +85,7 @@
 #include <errno.h>
 #include <stdbool.h>
 
+#include "atomic.h"
 #include "interleave.h"
 #include "types.h"
 #include "wait.h"
@@ -104,7 +105,7 @@ enum {
 /* The whole byte: state and length. */
 static inline unsigned char ep__st_byte(const struct ep__pack *p, size_t c)
 {
-	return __atomic_load_n(&p->state[c], __ATOMIC_ACQUIRE);
+	return ep__load_acquire(&p->state[c]);
 }
 
 static inline unsigned char ep__st_get(const struct ep__pack *p, size_t c)
@@ -141,7 +142,7 @@ static inline bool ep__st_live(const struct ep__pack *p, size_t c)
 static inline void ep__st_born(struct ep__pack *p, size_t c, size_t n)
 {
 	EP_YIELD("state born");
-	__atomic_store_n(&p->state[c], ep__st_len_bits(n) | EP__ST_REC, __ATOMIC_RELEASE);
+	ep__store_release(&p->state[c], ep__st_len_bits(n) | EP__ST_REC);
 }
 
 /* Heap lock held: this call acts on the allocation at c until
@@ -154,8 +155,7 @@ static inline int ep__st_enter(struct ep__pack *p, size_t c)
 	if ((s & EP__ST_MASK) == EP__ST_REC)
 		return 0;
 	if ((s & EP__ST_MASK) == EP__ST_PLAIN &&
-	    __atomic_compare_exchange_n(&p->state[c], &s, ep__st_with(s, EP__ST_BUSY), false,
-					__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+	    ep__cas_acquire(&p->state[c], &s, ep__st_with(s, EP__ST_BUSY)))
 		return 0;
 	return -EINVAL; /* freed, never allocated, or a lock-free free owns it */
 }
@@ -167,14 +167,14 @@ static inline void ep__st_leave(struct ep__pack *p, size_t c, bool rec)
 	EP_YIELD("state leave");
 	unsigned char s = ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN);
 
-	__atomic_store_n(&p->state[c], s, __ATOMIC_RELEASE);
+	ep__store_release(&p->state[c], s);
 }
 
 /* Heap lock held, the allocation entered: it is n chunks long now. */
 static inline void ep__st_resize(struct ep__pack *p, size_t c, size_t n)
 {
 	EP_YIELD("state resize");
-	__atomic_store_n(&p->state[c], ep__st_len_bits(n) | ep__st_get(p, c), __ATOMIC_RELEASE);
+	ep__store_release(&p->state[c], ep__st_len_bits(n) | ep__st_get(p, c));
 }
 
 /* A child that ran no fork handler, before any other of its threads goes
@@ -184,14 +184,14 @@ static inline void ep__st_unbusy(struct ep__pack *p, size_t c, bool rec)
 {
 	unsigned char s = ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN);
 
-	__atomic_store_n(&p->state[c], s, __ATOMIC_RELEASE);
+	ep__store_release(&p->state[c], s);
 }
 
 /* Heap lock held: its chunks were given back. */
 static inline void ep__st_gone(struct ep__pack *p, size_t c)
 {
 	EP_YIELD("state gone");
-	__atomic_store_n(&p->state[c], EP__ST_NONE, __ATOMIC_RELEASE);
+	ep__store_release(&p->state[c], EP__ST_NONE);
 }
 
 /*
@@ -211,9 +211,7 @@ static inline int ep__st_claim_free(struct ep__pack *p, size_t c, size_t *n)
 		if ((s & EP__ST_MASK) == EP__ST_REC)
 			return 1;
 		if ((s & EP__ST_MASK) == EP__ST_PLAIN) {
-			if (__atomic_compare_exchange_n(&p->state[c], &s,
-							ep__st_with(s, EP__ST_FREEING), false,
-							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			if (ep__cas_acq_rel(&p->state[c], &s, ep__st_with(s, EP__ST_FREEING))) {
 				*n = ep__st_len(s);
 				return 0;
 			}

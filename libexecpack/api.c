@@ -7,6 +7,7 @@
  * first call of a child made without fork handlers.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -59,8 +60,8 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	/* (a child made without fork handlers: its first call, this one
 	 * included, resets what a vanished thread held; fork.c) */
 	ep__fork_check();
-	if (__atomic_load_n(&ep__valgrind, __ATOMIC_RELAXED) != vg)
-		__atomic_store_n(&ep__valgrind, vg, __ATOMIC_RELAXED);
+	if (ep__load_relaxed(&ep__valgrind) != vg)
+		ep__store_relaxed(&ep__valgrind, vg);
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
@@ -82,7 +83,7 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	pool->nheaps = 1;
 	pool->limit = first->limit;
 	pool->max_heaps = ep__heaps_wanted(first);
-	pool->id = __atomic_add_fetch(&g_pool_ids, 1, __ATOMIC_RELAXED);
+	pool->id = ep__add_relaxed(&g_pool_ids, 1);
 	pthread_mutex_init(&pool->heaps_lock, NULL);
 	ep__fork_track_pool(pool);
 	if (ep__under_valgrind()) {
@@ -296,14 +297,14 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 		return -EINVAL;
 	ep__fork_check(); /* (any call makes a child's copies: libexecpack(7)) */
 
-	struct ep__heap *heaps = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE);
+	struct ep__heap *heaps = ep__load_acquire(&pool->heaps);
 
 	VG_HAPPENS_AFTER(&pool->heaps);
 	uint64_t packs_out = 0, allocs = 0, used_in = 0, large_in = 0, lbytes_in = 0;
 	uint64_t frees = 0, used_out = 0, large_out = 0, lbytes_out = 0, packs_in = 0;
 	uint64_t commit_out = 0, commit_in = 0;
 
-#define READ(field) __atomic_load_n(&h->tally.field, __ATOMIC_ACQUIRE)
+#define READ(field) ep__load_acquire(&h->tally.field)
 	/* (within a pass, a count before the one its writer raises after it,
 	 * or the other way round, so that large_bytes covers large_allocs) */
 	for (const struct ep__heap *h = heaps; h; h = h->next_heap) {
@@ -322,8 +323,8 @@ EP_API int ep_pool_stats(const struct ep_pool *pool, struct ep_stats *out)
 		used_out += READ(used_out);
 		frees += READ(frees);
 		/* (frees by other threads: remote.c) */
-		used_out += __atomic_load_n(&h->remote_used_out, __ATOMIC_ACQUIRE);
-		frees += __atomic_load_n(&h->remote_frees, __ATOMIC_ACQUIRE);
+		used_out += ep__load_acquire(&h->remote_used_out);
+		frees += ep__load_acquire(&h->remote_frees);
 	}
 	for (const struct ep__heap *h = heaps; h; h = h->next_heap) {
 		commit_in += READ(commit_in);
@@ -364,7 +365,7 @@ EP_API int ep_pool_trim(struct ep_pool *pool, size_t *released)
 
 	/* one heap's lock at a time: the heaps of threads still running are
 	 * trimmed as well, between their calls */
-	for (struct ep__heap *h = __atomic_load_n(&pool->heaps, __ATOMIC_ACQUIRE); h;
+	for (struct ep__heap *h = ep__load_acquire(&pool->heaps); h;
 	     h = h->next_heap) {
 		VG_HAPPENS_AFTER(&pool->heaps);
 		n += ep__heap_trim(h);

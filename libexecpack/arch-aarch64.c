@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "atomic.h"
 #include "execpack.h"
 #include "arch.h"
 
@@ -46,19 +47,19 @@ static int sync_core_register(void)
 
 static void sync_other_cores(void)
 {
-	int s = __atomic_load_n(&g_sync_core, __ATOMIC_RELAXED);
+	int s = ep__load_relaxed(&g_sync_core);
 	int saved = errno;
 
 	if (s == 0) {
 		/* registering twice is harmless, so racing threads need no lock */
 		s = sync_core_register();
-		__atomic_store_n(&g_sync_core, s, __ATOMIC_RELAXED);
+		ep__store_relaxed(&g_sync_core, s);
 	}
 	if (s > 0 && membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) != 0 &&
 	    errno == EPERM) {
 		/* a child of fork() or exec() is not registered: once more */
 		s = sync_core_register();
-		__atomic_store_n(&g_sync_core, s, __ATOMIC_RELAXED);
+		ep__store_relaxed(&g_sync_core, s);
 		if (s > 0)
 			(void)membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
 	}

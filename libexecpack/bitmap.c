@@ -8,6 +8,7 @@
  * the pack is: the pool searches with it rather than scanning the words
  * (a 2 MiB pack has 32768 chunks, 512 words).
  */
+#include "atomic.h"
 #include "bitmap.h"
 
 static inline uint64_t mask_from(size_t bit)
@@ -58,7 +59,7 @@ void ep__bitmap_set_far(uint64_t *map, size_t pos, size_t n)
 			take = n;
 		uint64_t m = (take == 64) ? ~(uint64_t)0 : (((uint64_t)1 << take) - 1) << bit;
 
-		__atomic_store_n(&map[pos / 64], map[pos / 64] | m, __ATOMIC_RELAXED);
+		ep__store_relaxed(&map[pos / 64], map[pos / 64] | m);
 		pos += take;
 		n -= take;
 	}
@@ -73,7 +74,7 @@ void ep__bitmap_clear_far(uint64_t *map, size_t pos, size_t n)
 			take = n;
 		uint64_t m = (take == 64) ? ~(uint64_t)0 : (((uint64_t)1 << take) - 1) << bit;
 
-		__atomic_store_n(&map[pos / 64], map[pos / 64] & ~m, __ATOMIC_RELAXED);
+		ep__store_relaxed(&map[pos / 64], map[pos / 64] & ~m);
 		pos += take;
 		n -= take;
 	}

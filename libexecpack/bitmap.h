@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "atomic.h"
 
 #define EP__BITMAP_WORDS(nbits) (((nbits) + 63) / 64)
 
@@ -59,7 +60,7 @@ static inline void ep__bitmap_set(uint64_t *map, size_t pos, size_t n)
 
 	/* (stores are atomic: a remote free reads the maps without the lock) */
 	if (ep__bitmap_word_mask(pos, n, &m))
-		__atomic_store_n(&map[pos / 64], map[pos / 64] | m, __ATOMIC_RELAXED);
+		ep__store_relaxed(&map[pos / 64], map[pos / 64] | m);
 	else
 		ep__bitmap_set_far(map, pos, n);
 }
@@ -69,7 +70,7 @@ static inline void ep__bitmap_clear(uint64_t *map, size_t pos, size_t n)
 	uint64_t m;
 
 	if (ep__bitmap_word_mask(pos, n, &m))
-		__atomic_store_n(&map[pos / 64], map[pos / 64] & ~m, __ATOMIC_RELAXED);
+		ep__store_relaxed(&map[pos / 64], map[pos / 64] & ~m);
 	else
 		ep__bitmap_clear_far(map, pos, n);
 }

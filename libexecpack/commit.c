@@ -22,6 +22,7 @@
  * (kmod: the module maps and fills its packs itself).
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <sys/prctl.h>
@@ -99,7 +100,7 @@ int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n, struct ep__re
 	if (!r->committed)
 		r->committed = r->size; /* (a backend that maps whole regions) */
 	/* (a reused pack: a stale remote free may still read it, remote.c) */
-	__atomic_store_n(&p->nchunks, r->committed >> p->shift, __ATOMIC_RELAXED);
+	ep__store_relaxed(&p->nchunks, r->committed >> p->shift);
 	ep__tally(&h->tally.commit_in, r->committed);
 	return 0;
 }
@@ -148,7 +149,7 @@ int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 	ep__fit_destroy(&p->fit);
 	p->fit = fit;
 	ep__pack_write_begin(p); /* (remote.c reads nchunks) */
-	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
+	ep__store_relaxed(&p->nchunks, nchunks);
 	ep__pack_write_end(p);
 	p->free_chunks += nchunks - (have >> p->shift);
 	ep__tally(&h->tally.commit_in, want - have);
@@ -185,12 +186,12 @@ size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p)
 	/* the chunks leave the pack before their memory goes (remote.c reads
 	 * nchunks without the lock) */
 	ep__pack_write_begin(p);
-	__atomic_store_n(&p->nchunks, nchunks, __ATOMIC_RELAXED);
+	ep__store_relaxed(&p->nchunks, nchunks);
 	ep__pack_write_end(p);
 	EP_YIELD("uncommit");
 	if (h->ops->uncommit(h->be, &p->r, keep)) {
 		ep__pack_write_begin(p); /* (still committed and filled: back) */
-		__atomic_store_n(&p->nchunks, have >> p->shift, __ATOMIC_RELAXED);
+		ep__store_relaxed(&p->nchunks, have >> p->shift);
 		ep__pack_write_end(p);
 		ep__fit_destroy(&fit);
 		return 0;

@@ -5,6 +5,7 @@
  * last line for an address), into a file only this process's user owns.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <fcntl.h>
 #include <stdint.h>
@@ -20,7 +21,7 @@
 bool ep__perfmap_wanted(unsigned pool_flags)
 {
 	static int env = -1;
-	int e = __atomic_load_n(&env, __ATOMIC_RELAXED);
+	int e = ep__load_relaxed(&env);
 
 	if (pool_flags & EP_F_PERFMAP)
 		return true;
@@ -28,7 +29,7 @@ bool ep__perfmap_wanted(unsigned pool_flags)
 		const char *s = secure_getenv("EXECPACK_PERFMAP");
 
 		e = s && *s && strcmp(s, "0") != 0;
-		__atomic_store_n(&env, e, __ATOMIC_RELAXED);
+		ep__store_relaxed(&env, e);
 	}
 	return e;
 }

@@ -15,6 +15,7 @@
  * reading) is skipped after a few tries.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -52,7 +53,7 @@ static struct sym_slot *slot_at(size_t i)
 {
 	size_t q = i / SEG0 + 1;
 	unsigned k = (unsigned)(63 - __builtin_clzl(q));
-	struct sym_slot *seg = __atomic_load_n(&g_seg[k], __ATOMIC_ACQUIRE);
+	struct sym_slot *seg = ep__load_acquire(&g_seg[k]);
 
 	return seg ? &seg[i - seg_start(k)] : NULL;
 }
@@ -63,7 +64,7 @@ size_t ep__symtab_get(void)
 	if (g_nfree)
 		return g_free_slots[--g_nfree];
 
-	size_t i = __atomic_load_n(&g_high, __ATOMIC_RELAXED);
+	size_t i = ep__load_relaxed(&g_high);
 	size_t q = i / SEG0 + 1;
 	unsigned k = (unsigned)(63 - __builtin_clzl(q));
 
@@ -76,7 +77,7 @@ size_t ep__symtab_get(void)
 		VALGRIND_HG_DISABLE_CHECKING(&g_high, sizeof(g_high));
 		VALGRIND_HG_DISABLE_CHECKING(g_seg, sizeof(g_seg));
 	}
-	if (!__atomic_load_n(&g_seg[k], __ATOMIC_RELAXED)) {
+	if (!ep__load_relaxed(&g_seg[k])) {
 		size_t n = (size_t)SEG0 << k;
 		struct sym_slot *seg = calloc(n, sizeof(*seg));
 
@@ -84,9 +85,9 @@ size_t ep__symtab_get(void)
 			return SIZE_MAX;
 		/* lock-free by design (sequence locks): not for helgrind to judge */
 		VALGRIND_HG_DISABLE_CHECKING(seg, n * sizeof(*seg));
-		__atomic_store_n(&g_seg[k], seg, __ATOMIC_RELEASE);
+		ep__store_release(&g_seg[k], seg);
 	}
-	__atomic_store_n(&g_high, i + 1, __ATOMIC_RELEASE);
+	ep__store_release(&g_high, i + 1);
 	return i;
 }
 
@@ -108,19 +109,19 @@ static int slot_put(size_t i)
 /* Publish [lo, hi) with name (NULL: empty the slot).  diag's lock held. */
 static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const char *name)
 {
-	unsigned long q = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+	unsigned long q = ep__load_relaxed(&s->seq);
 	uint64_t w[NAME_WORDS];
 
 	memset(w, 0, sizeof(w));
 	if (name)
 		memcpy(w, name, strlen(name));
-	__atomic_store_n(&s->seq, q + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&s->lo, name ? lo : 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->hi, name ? hi : 0, __ATOMIC_RELAXED);
+	ep__store_relaxed(&s->seq, q + 1);
+	ep__fence_release();
+	ep__store_relaxed(&s->lo, name ? lo : 0);
+	ep__store_relaxed(&s->hi, name ? hi : 0);
 	for (size_t j = 0; j < NAME_WORDS; j++)
-		__atomic_store_n(&s->name[j], w[j], __ATOMIC_RELAXED);
-	__atomic_store_n(&s->seq, q + 2, __ATOMIC_RELEASE);
+		ep__store_relaxed(&s->name[j], w[j]);
+	ep__store_release(&s->seq, q + 2);
 }
 
 /*
@@ -131,19 +132,19 @@ static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out
 		     uint64_t name[NAME_WORDS])
 {
 	for (int tries = 0; tries < 1000; tries++) {
-		unsigned long q1 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+		unsigned long q1 = ep__load_acquire(&s->seq);
 
 		if (q1 & 1)
 			continue;
-		uintptr_t lo = __atomic_load_n(&s->lo, __ATOMIC_RELAXED);
-		uintptr_t hi = __atomic_load_n(&s->hi, __ATOMIC_RELAXED);
+		uintptr_t lo = ep__load_relaxed(&s->lo);
+		uintptr_t hi = ep__load_relaxed(&s->hi);
 		bool in = addr >= lo && addr < hi;
 
 		if (in)
 			for (size_t j = 0; j < NAME_WORDS; j++)
-				name[j] = __atomic_load_n(&s->name[j], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != q1)
+				name[j] = ep__load_relaxed(&s->name[j]);
+		ep__fence_acquire();
+		if (ep__load_relaxed(&s->seq) != q1)
 			continue;
 		*lo_out = lo;
 		return in;
@@ -157,7 +158,7 @@ static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out
 int ep__symtab_find(uintptr_t addr, uintptr_t *lo, char *name_out)
 {
 	uint64_t name[NAME_WORDS];
-	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
+	size_t high = ep__load_acquire(&g_high);
 
 	for (size_t i = 0; i < high; i++) {
 		const struct sym_slot *s = slot_at(i);
@@ -180,7 +181,7 @@ int ep__symtab_read(size_t slot, uintptr_t addr, char *name_out)
 {
 	uint64_t name[NAME_WORDS];
 	uintptr_t lo;
-	const struct sym_slot *s = slot < __atomic_load_n(&g_high, __ATOMIC_ACQUIRE)
+	const struct sym_slot *s = slot < ep__load_acquire(&g_high)
 					   ? slot_at(slot) : NULL;
 
 	if (!s || !slot_read(s, addr, &lo, name) || lo != addr)
@@ -236,7 +237,7 @@ void ep__symtab_set(size_t slot, uintptr_t lo, uintptr_t hi, const char *name)
 
 void ep__symtab_hide(void)
 {
-	size_t high = __atomic_load_n(&g_high, __ATOMIC_RELAXED);
+	size_t high = ep__load_relaxed(&g_high);
 
 	for (size_t i = 0; i < high; i++) {
 		struct sym_slot *s = slot_at(i);

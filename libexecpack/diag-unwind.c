@@ -10,6 +10,7 @@
  * or the code is described differently.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -24,13 +25,13 @@
 int ep__unwind_default_kind(void)
 {
 	static int kind = -1;
-	int k = __atomic_load_n(&kind, __ATOMIC_RELAXED);
+	int k = ep__load_relaxed(&kind);
 
 	if (k < 0) {
 		const char *e = secure_getenv("EXECPACK_UNWIND");
 
 		k = e && !strcmp(e, "dwarf") ? EP_UNWIND_DWARF_FP : EP_UNWIND_NAME;
-		__atomic_store_n(&kind, k, __ATOMIC_RELAXED);
+		ep__store_relaxed(&kind, k);
 	}
 	return k;
 }

@@ -18,6 +18,7 @@
  * with a heap's lock held, never the other way round.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -335,7 +336,7 @@ static void (*g_on_exit)(void);
 
 void ep__diag_on_exit(void (*fn)(void))
 {
-	__atomic_store_n(&g_on_exit, fn, __ATOMIC_RELEASE);
+	ep__store_release(&g_on_exit, fn);
 }
 
 __attribute__((destructor)) static void diag_at_exit(void)
@@ -348,7 +349,7 @@ __attribute__((destructor)) static void diag_at_exit(void)
 	}
 	if (!RUNNING_ON_VALGRIND)
 		return;
-	void (*hide)(void) = __atomic_load_n(&g_on_exit, __ATOMIC_ACQUIRE);
+	void (*hide)(void) = ep__load_acquire(&g_on_exit);
 
 	if (hide)
 		hide();

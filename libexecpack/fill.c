@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "atomic.h"
 #include "execpack.h"
 #include "internal.h"
 
@@ -57,10 +58,10 @@ void ep__copy_code_word(void *dst, const void *src, size_t len)
 	    (a & (len - 1)) == 0 && (len & (len - 1)) == 0) {
 		/* naturally aligned 1/2/4/8-byte store: single-copy atomic */
 		switch (len) {
-		case 1: { uint8_t v; memcpy(&v, src, 1); __atomic_store_n((uint8_t *)dst, v, __ATOMIC_RELEASE); return; }
-		case 2: { uint16_t v; memcpy(&v, src, 2); __atomic_store_n((uint16_t *)dst, v, __ATOMIC_RELEASE); return; }
-		case 4: { uint32_t v; memcpy(&v, src, 4); __atomic_store_n((uint32_t *)dst, v, __ATOMIC_RELEASE); return; }
-		default: { uint64_t v; memcpy(&v, src, 8); __atomic_store_n((uint64_t *)dst, v, __ATOMIC_RELEASE); return; }
+		case 1: { uint8_t v; memcpy(&v, src, 1); ep__store_release((uint8_t *)dst, v); return; }
+		case 2: { uint16_t v; memcpy(&v, src, 2); ep__store_release((uint16_t *)dst, v); return; }
+		case 4: { uint32_t v; memcpy(&v, src, 4); ep__store_release((uint32_t *)dst, v); return; }
+		default: { uint64_t v; memcpy(&v, src, 8); ep__store_release((uint64_t *)dst, v); return; }
 		}
 	}
 	if (len && len <= 8 && (a & ~(uintptr_t)7) == ((a + len - 1) & ~(uintptr_t)7)) {
@@ -68,13 +69,12 @@ void ep__copy_code_word(void *dst, const void *src, size_t len)
 		 * with a compare-exchange so the update is still one store */
 		uint64_t *w = (uint64_t *)(a & ~(uintptr_t)7);
 		size_t sh = a & 7;
-		uint64_t old = __atomic_load_n(w, __ATOMIC_RELAXED), nv;
+		uint64_t old = ep__load_relaxed(w), nv;
 
 		do {
 			nv = old;
 			memcpy((unsigned char *)&nv + sh, src, len);
-		} while (!__atomic_compare_exchange_n(w, &old, nv, 1, __ATOMIC_RELEASE,
-						      __ATOMIC_RELAXED));
+		} while (!ep__cas_weak_release(w, &old, nv));
 		return;
 	}
 	memcpy(dst, src, len);

@@ -37,6 +37,7 @@
  * once (the first of its threads to call does, the others wait for it).
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,11 +79,11 @@ static void own_now(struct ep__heap *heap, struct ep__region *r)
  * copied. */
 static void child_take_over(void)
 {
-	__atomic_add_fetch(&ep__fork_gen, 1, __ATOMIC_RELAXED);
+	ep__add_relaxed(&ep__fork_gen, 1);
 	for (struct ep__heap *h = g_heaps; h; h = h->gnext)
 		ep__heap_each_region(h, own_now);
 	if (ep__fork_mark)
-		__atomic_store_n(ep__fork_mark, 1, __ATOMIC_RELEASE);
+		ep__store_release(ep__fork_mark, 1);
 }
 
 /* Holding every lock across fork() means no change is half-done in the
@@ -231,10 +232,9 @@ void ep__fork_missed(void)
 {
 	int zero = 0;
 
-	if (!__atomic_compare_exchange_n(ep__fork_mark, &zero, 2, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
+	if (!ep__cas_acq_rel(ep__fork_mark, &zero, 2)) {
 		/* (its copies take long: a spin, then a sleep until woken) */
-		for (unsigned spins = 0, m; (m = __atomic_load_n(ep__fork_mark, __ATOMIC_ACQUIRE)) != 1;
+		for (unsigned spins = 0, m; (m = ep__load_acquire(ep__fork_mark)) != 1;
 		     spins++)
 			if (!EP_SPIN(spins, "fork reset"))
 				ep__futex_wait(ep__fork_mark, m, NULL);

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include "atomic.h"
 #include "types.h"
 
 extern int *ep__fork_mark;
@@ -26,7 +27,7 @@ static inline void ep__fork_check(void)
 {
 	int *mark = ep__fork_mark;
 
-	if (__builtin_expect(mark && __atomic_load_n(mark, __ATOMIC_ACQUIRE) != 1, 0))
+	if (__builtin_expect(mark && ep__load_acquire(mark) != 1, 0))
 		ep__fork_missed();
 }
 

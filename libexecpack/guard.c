@@ -5,6 +5,7 @@
  * what a pool gets of them, and why not (ep_pool_guards()).
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -72,7 +73,7 @@ static inline void wrpkru(uint32_t pkru)
 static inline uint32_t window_open(void)
 {
 	uint32_t was = rdpkru();
-	uint32_t bits = 3u << (2 * (unsigned)__atomic_load_n(&lib_key, __ATOMIC_RELAXED));
+	uint32_t bits = 3u << (2 * (unsigned)ep__load_relaxed(&lib_key));
 
 	if (was & bits)
 		wrpkru(was & ~bits);
@@ -83,7 +84,7 @@ static inline uint32_t window_open(void)
 /* Put back what window_open() found, the key disabled if outermost. */
 static inline void window_close(uint32_t was)
 {
-	unsigned shift = 2 * (unsigned)__atomic_load_n(&lib_key, __ATOMIC_RELAXED);
+	unsigned shift = 2 * (unsigned)ep__load_relaxed(&lib_key);
 	uint32_t now = was & ~(3u << shift);
 	uint32_t want = --window_depth ? was : now | PKEY_DISABLE_ACCESS << shift;
 
@@ -116,7 +117,7 @@ void ep__fill_caller(ep_fill_fn fill, void *dst, size_t len, void *ctx)
 	}
 	enum { PAGE = 4096 }; /* (x86-64's) */
 	_Alignas(PAGE) unsigned char buf[PAGE];
-	unsigned shift = 2 * (unsigned)__atomic_load_n(&lib_key, __ATOMIC_RELAXED);
+	unsigned shift = 2 * (unsigned)ep__load_relaxed(&lib_key);
 	uint32_t open = rdpkru();
 	uint32_t closed = open | PKEY_DISABLE_ACCESS << shift;
 	unsigned char *d = dst;
@@ -200,7 +201,7 @@ static void key_init(void)
 		}
 		/* (write-disabled is enough: only stores are the threat) */
 		if (k > 0 && k < 16 && (before >> (2 * k)) & 3) {
-			__atomic_store_n(&lib_key, (int)k, __ATOMIC_RELEASE);
+			ep__store_release(&lib_key, (int)k);
 			break;
 		}
 		used[nused++] = (int)k;
@@ -218,7 +219,7 @@ static int key_get(const char **why)
 {
 	pthread_once(&pkey_once, key_init);
 	*why = pkey_why;
-	return __atomic_load_n(&lib_key, __ATOMIC_ACQUIRE);
+	return ep__load_acquire(&lib_key);
 }
 #else
 /* (never called: no region has EP_GUARD_PKEY here) */
@@ -243,7 +244,7 @@ int ep__guard_alias(unsigned guards, void *rw, size_t size)
 #ifdef EP__HAVE_PKEY
 	if ((guards & EP_GUARD_PKEY) &&
 	    syscall(SYS_pkey_mprotect, rw, size, (unsigned long)(PROT_READ | PROT_WRITE),
-		    (unsigned long)__atomic_load_n(&lib_key, __ATOMIC_RELAXED)) < 0)
+		    (unsigned long)ep__load_relaxed(&lib_key)) < 0)
 		return -errno;
 #endif
 	(void)guards;

@@ -6,6 +6,7 @@
  * enters the allocation's state (alloc-state.h) while it works.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -117,7 +118,7 @@ static void heap_start(struct ep__heap *h)
 		VALGRIND_HG_DISABLE_CHECKING(&h->owner, sizeof(h->owner));
 		VALGRIND_HG_DISABLE_CHECKING(&h->orphaned, sizeof(h->orphaned));
 	}
-	__atomic_store_n(&h->orphaned, 1, __ATOMIC_RELAXED); /* (no owner yet) */
+	ep__store_relaxed(&h->orphaned, 1); /* (no owner yet) */
 }
 
 /* Another heap on the same backend and settings as first. */

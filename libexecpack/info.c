@@ -25,6 +25,7 @@
  * and ep_finalize(), which publish nothing for this rarer call.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -74,7 +75,7 @@ static struct info_slot *slot_at(size_t i)
 {
 	size_t q = i / SEG0 + 1;
 	unsigned k = (unsigned)(63 - __builtin_clzl(q));
-	struct info_slot *seg = __atomic_load_n(&g_seg[k], __ATOMIC_ACQUIRE);
+	struct info_slot *seg = ep__load_acquire(&g_seg[k]);
 
 	return seg ? &seg[i - (size_t)SEG0 * (((size_t)1 << k) - 1)] : NULL;
 }
@@ -102,23 +103,23 @@ int ep__info_claim(struct ep__alloc *a)
 			goto out;
 		}
 		g_capfree = 64;
-		__atomic_store_n(&g_hints, hints, __ATOMIC_RELEASE);
+		ep__store_release(&g_hints, hints);
 	}
-	size_t i = __atomic_load_n(&g_high, __ATOMIC_RELAXED), q = i / SEG0 + 1;
+	size_t i = ep__load_relaxed(&g_high), q = i / SEG0 + 1;
 	unsigned k = (unsigned)(63 - __builtin_clzl(q));
 
 	if (k >= NSEG) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (!__atomic_load_n(&g_seg[k], __ATOMIC_RELAXED)) {
+	if (!ep__load_relaxed(&g_seg[k])) {
 		struct info_slot *seg = calloc((size_t)SEG0 << k, sizeof(*seg));
 
 		if (!seg) {
 			rc = -ENOMEM;
 			goto out;
 		}
-		__atomic_store_n(&g_seg[k], seg, __ATOMIC_RELEASE);
+		ep__store_release(&g_seg[k], seg);
 	}
 	/* every slot claimed may be given back: room on the stack for it now,
 	 * so that a drop never fails */
@@ -133,7 +134,7 @@ int ep__info_claim(struct ep__alloc *a)
 		g_capfree *= 2;
 	}
 	EP_YIELD("info high");
-	__atomic_store_n(&g_high, i + 1, __ATOMIC_RELEASE);
+	ep__store_release(&g_high, i + 1);
 	a->info = i + 1;
 out:
 	ep__mutex_unlock(&ep__info_lock);
@@ -143,23 +144,23 @@ out:
 static void slot_write(struct info_slot *s, const struct ep__info_entry *e)
 {
 	static const struct ep__info_entry none;
-	unsigned long q = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+	unsigned long q = ep__load_relaxed(&s->seq);
 
 	if (!e)
 		e = &none;
 	EP_YIELD("info write");
-	__atomic_store_n(&s->seq, q + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&s->e.lo, e->lo, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.exec, e->exec, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.plo, e->plo, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.prw, e->prw, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.plen, e->plen, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.name, e->name, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.flags, e->flags, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.pool, e->pool, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->e.hi, e->hi, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->seq, q + 2, __ATOMIC_RELEASE);
+	ep__store_relaxed(&s->seq, q + 1);
+	ep__fence_release();
+	ep__store_relaxed(&s->e.lo, e->lo);
+	ep__store_relaxed(&s->e.exec, e->exec);
+	ep__store_relaxed(&s->e.plo, e->plo);
+	ep__store_relaxed(&s->e.prw, e->prw);
+	ep__store_relaxed(&s->e.plen, e->plen);
+	ep__store_relaxed(&s->e.name, e->name);
+	ep__store_relaxed(&s->e.flags, e->flags);
+	ep__store_relaxed(&s->e.pool, e->pool);
+	ep__store_relaxed(&s->e.hi, e->hi);
+	ep__store_release(&s->seq, q + 2);
 }
 
 int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
@@ -196,10 +197,9 @@ int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
 		e.plen = w->win_len;
 	}
 	slot_write(slot_at(a->info - 1), &e);
-	__atomic_store_n(&g_hints[hint_of(e.lo)], (uint32_t)a->info, __ATOMIC_RELAXED);
+	ep__store_relaxed(&g_hints[hint_of(e.lo)], (uint32_t)a->info);
 	if (e.plen)
-		__atomic_store_n(&g_hints[HINTS + hint_of(e.prw)], (uint32_t)a->info,
-				 __ATOMIC_RELAXED);
+		ep__store_relaxed(&g_hints[HINTS + hint_of(e.prw)], (uint32_t)a->info);
 	return 0;
 }
 
@@ -216,7 +216,7 @@ void ep__info_drop(struct ep__alloc *a)
 
 void ep__info_hide(void)
 {
-	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
+	size_t high = ep__load_acquire(&g_high);
 
 	for (size_t i = 0; i < high; i++) {
 		struct info_slot *s = slot_at(i);
@@ -230,21 +230,21 @@ void ep__info_hide(void)
 static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
 {
 	for (int tries = 0; tries < 1000; tries++) {
-		unsigned long q = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+		unsigned long q = ep__load_acquire(&s->seq);
 
 		if (q & 1)
 			continue;
-		e->lo = __atomic_load_n(&s->e.lo, __ATOMIC_RELAXED);
-		e->hi = __atomic_load_n(&s->e.hi, __ATOMIC_RELAXED);
-		e->exec = __atomic_load_n(&s->e.exec, __ATOMIC_RELAXED);
-		e->plo = __atomic_load_n(&s->e.plo, __ATOMIC_RELAXED);
-		e->prw = __atomic_load_n(&s->e.prw, __ATOMIC_RELAXED);
-		e->plen = __atomic_load_n(&s->e.plen, __ATOMIC_RELAXED);
-		e->name = __atomic_load_n(&s->e.name, __ATOMIC_RELAXED);
-		e->flags = __atomic_load_n(&s->e.flags, __ATOMIC_RELAXED);
-		e->pool = __atomic_load_n(&s->e.pool, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) == q)
+		e->lo = ep__load_relaxed(&s->e.lo);
+		e->hi = ep__load_relaxed(&s->e.hi);
+		e->exec = ep__load_relaxed(&s->e.exec);
+		e->plo = ep__load_relaxed(&s->e.plo);
+		e->prw = ep__load_relaxed(&s->e.prw);
+		e->plen = ep__load_relaxed(&s->e.plen);
+		e->name = ep__load_relaxed(&s->e.name);
+		e->flags = ep__load_relaxed(&s->e.flags);
+		e->pool = ep__load_relaxed(&s->e.pool);
+		ep__fence_acquire();
+		if (ep__load_relaxed(&s->seq) == q)
 			return true;
 	}
 	return false;
@@ -254,13 +254,12 @@ static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
  * allocation's first byte (by_rw: the buffer's), for the hint, or 0. */
 static bool entry_find(uintptr_t addr, bool by_rw, uintptr_t key, struct ep__info_entry *e)
 {
-	size_t high = __atomic_load_n(&g_high, __ATOMIC_ACQUIRE);
-	const uint32_t *hints = __atomic_load_n(&g_hints, __ATOMIC_ACQUIRE);
+	size_t high = ep__load_acquire(&g_high);
+	const uint32_t *hints = ep__load_acquire(&g_hints);
 
 	EP_YIELD("info find");
 	if (key && hints) {
-		size_t i = __atomic_load_n(&hints[(by_rw ? HINTS : 0) + hint_of(key)],
-					   __ATOMIC_RELAXED);
+		size_t i = ep__load_relaxed(&hints[(by_rw ? HINTS : 0) + hint_of(key)]);
 		const struct info_slot *s = i && i <= high ? slot_at(i - 1) : NULL;
 
 		if (s && slot_read(s, e) && e->hi &&
@@ -286,13 +285,13 @@ static size_t end_unlocked(const struct ep__pack *p, size_t pos, size_t nchunks)
 	size_t e = nchunks;
 
 	for (int tries = 0; tries < 1000; tries++) {
-		unsigned s = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+		unsigned s = ep__load_acquire(&p->seq);
 
 		e = nchunks;
 		for (size_t i = pos + 1; i < nchunks; i = (i / 64 + 1) * 64) {
 			size_t w = i / 64;
-			uint64_t stop = (__atomic_load_n(&p->start[w], __ATOMIC_RELAXED) |
-					 ~__atomic_load_n(&p->used[w], __ATOMIC_RELAXED)) &
+			uint64_t stop = (ep__load_relaxed(&p->start[w]) |
+					 ~ep__load_relaxed(&p->used[w])) &
 					(~(uint64_t)0 << (i % 64));
 
 			if (stop) {
@@ -301,8 +300,8 @@ static size_t end_unlocked(const struct ep__pack *p, size_t pos, size_t nchunks)
 				break;
 			}
 		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (!(s & 1) && __atomic_load_n(&p->seq, __ATOMIC_RELAXED) == s)
+		ep__fence_acquire();
+		if (!(s & 1) && ep__load_relaxed(&p->seq) == s)
 			break;
 	}
 	return e;
@@ -344,8 +343,8 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 		hi = e.hi;
 		out->flags |= EP_INFO_LARGE;
 	} else {
-		uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE);
-		size_t nch = __atomic_load_n(&p->nchunks, __ATOMIC_ACQUIRE);
+		uintptr_t base = (uintptr_t)ep__load_acquire(&p->r.exec);
+		size_t nch = ep__load_acquire(&p->nchunks);
 
 		/* (the pack's chunk size, for ever: see types.h) */
 		if (!base || addr < base || (addr - base) >> p->shift >= nch)
@@ -372,7 +371,7 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 		EP_YIELD("lookup check");
 		/* the same allocation still (or one just like it) */
 		if (ep__st_byte(p, s) != b ||
-		    (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_ACQUIRE) != base)
+		    (uintptr_t)ep__load_acquire(&p->r.exec) != base)
 			return -ENOENT;
 		lo = base + (s << p->shift);
 		hi = lo + (n << p->shift);

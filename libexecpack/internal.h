@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "atomic.h"
 #include "backend.h"
 
 #define EP__DEFAULT_PACK_SIZE ((size_t)2 << 20)
@@ -36,7 +37,7 @@ extern int ep__valgrind;
 
 static inline int ep__under_valgrind(void)
 {
-	return __builtin_expect(__atomic_load_n(&ep__valgrind, __ATOMIC_RELAXED), 0);
+	return __builtin_expect(ep__load_relaxed(&ep__valgrind), 0);
 }
 
 /*
@@ -78,7 +79,7 @@ extern unsigned ep__fork_gen;
 
 static inline unsigned ep__fork_generation(void)
 {
-	return __atomic_load_n(&ep__fork_gen, __ATOMIC_RELAXED);
+	return ep__load_relaxed(&ep__fork_gen);
 }
 
 #endif /* EP_INTERNAL_H */

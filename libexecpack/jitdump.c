@@ -26,6 +26,7 @@
  * All calls come with diag.c's lock held (jitdump.h).
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -83,7 +84,7 @@ static bool g_failed;      /* opening failed in this process: no retry */
 bool ep__jitdump_wanted(unsigned pool_flags)
 {
 	static int env = -1;
-	int e = __atomic_load_n(&env, __ATOMIC_RELAXED);
+	int e = ep__load_relaxed(&env);
 
 	if (pool_flags & EP_F_JITDUMP)
 		return true;
@@ -91,7 +92,7 @@ bool ep__jitdump_wanted(unsigned pool_flags)
 		const char *s = secure_getenv("EXECPACK_JITDUMP");
 
 		e = s && *s && strcmp(s, "0") != 0;
-		__atomic_store_n(&env, e, __ATOMIC_RELAXED);
+		ep__store_relaxed(&env, e);
 	}
 	return e;
 }

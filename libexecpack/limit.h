@@ -7,6 +7,7 @@
 
 #include <errno.h>
 
+#include "atomic.h"
 #include "interleave.h"
 #include "types.h"
 
@@ -19,13 +20,12 @@
 static inline int ep__charge(struct ep_pool *root, size_t bytes)
 {
 	EP_YIELD("limit charge");
-	size_t was = __atomic_load_n(&root->charged, __ATOMIC_RELAXED);
+	size_t was = ep__load_relaxed(&root->charged);
 
 	do {
 		if (bytes > root->limit || was > root->limit - bytes)
 			return -EPERM;
-	} while (!__atomic_compare_exchange_n(&root->charged, &was, was + bytes, true,
-					      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));
+	} while (!ep__cas_weak_acquire(&root->charged, &was, was + bytes));
 	return 0;
 }
 
@@ -33,7 +33,7 @@ static inline void ep__uncharge(struct ep__heap *h, size_t bytes)
 {
 	EP_YIELD("limit uncharge");
 	if (h->limit)
-		__atomic_fetch_sub(&h->root->charged, bytes, __ATOMIC_RELEASE);
+		ep__sub_release(&h->root->charged, bytes);
 }
 
 #endif /* EP_LIMIT_H */

@@ -5,6 +5,7 @@
  * that revoking and some waits (wait.h) need.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -80,7 +81,7 @@ bool ep__barrier_all(void)
 	}
 #if defined(__x86_64__) || defined(__i386__)
 	if (g_barrier_page) {
-		__atomic_store_n(g_barrier_page, 1, __ATOMIC_SEQ_CST);
+		ep__store_seq_cst(g_barrier_page, 1);
 		if (protect(PROT_READ) == 0 && protect(PROT_READ | PROT_WRITE) == 0)
 			return true;
 	}
@@ -125,7 +126,7 @@ void ep__lock_setup(void)
 		else
 			g_barrier_page = m;
 	}
-	__atomic_store_n(&ep__bias_ok, ok, __ATOMIC_RELAXED);
+	ep__store_relaxed(&ep__bias_ok, ok);
 }
 
 /* A lock whose bias was revoked this often stays a plain futex lock (each
@@ -134,26 +135,26 @@ void ep__lock_setup(void)
 
 void ep__lock_revoke(struct ep__lock *l)
 {
-	__atomic_store_n(&l->revoked, 1, __ATOMIC_RELAXED);
+	ep__store_relaxed(&l->revoked, 1);
 	heavy_barrier();
 	/* the owner is out, or will see revoked and take the word instead;
 	 * it may hold the lock for long (a caller's fill, a new pack's mmap,
 	 * a copy after fork): sleep then, until its ep__lock_owner_out() */
-	for (unsigned spins = 0; __atomic_load_n(&l->owner_in, __ATOMIC_ACQUIRE); spins++) {
+	for (unsigned spins = 0; ep__load_acquire(&l->owner_in); spins++) {
 		if (EP_SPIN(spins, "lock revoke"))
 			continue;
-		__atomic_store_n(&l->sleeper, 1, __ATOMIC_RELAXED);
+		ep__store_relaxed(&l->sleeper, 1);
 		/* the owner's store of owner_in then load of sleeper, against
 		 * this store then load: either it sees the flag and wakes us,
 		 * or we see it out */
 		heavy_barrier();
-		while (__atomic_load_n(&l->owner_in, __ATOMIC_ACQUIRE))
+		while (ep__load_acquire(&l->owner_in))
 			ep__futex_wait(&l->owner_in, 1, NULL);
-		__atomic_store_n(&l->sleeper, 0, __ATOMIC_RELAXED);
+		ep__store_relaxed(&l->sleeper, 0);
 		break;
 	}
 	if (++l->foreign >= FOREIGN_MAX)
-		__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED); /* revoked stays set */
+		ep__store_relaxed(&l->owner, NULL); /* revoked stays set */
 	else
 		l->revoking = 1; /* given back at unlock */
 }
@@ -173,11 +174,11 @@ void ep__lock_word(struct ep__lock *l)
 		ANNOTATE_RWLOCK_ACQUIRED(l, 1);
 	/* the word is ours; the owner may only just have been set or dropped
 	 * by the previous holder, so read it again */
-	const void *owner = __atomic_load_n(&l->owner, __ATOMIC_RELAXED);
+	const void *owner = ep__load_relaxed(&l->owner);
 
 	if (owner && owner != self)
 		ep__lock_revoke(l);
-	else if (!owner && ep__bias_ok && !__atomic_load_n(&l->revoked, __ATOMIC_RELAXED))
-		__atomic_store_n(&l->owner, self, __ATOMIC_RELAXED); /* the first taker */
+	else if (!owner && ep__bias_ok && !ep__load_relaxed(&l->revoked))
+		ep__store_relaxed(&l->owner, self); /* the first taker */
 	EP_IL_ENTER(l);
 }

@@ -47,6 +47,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "atomic.h"
 #include "interleave.h"
 #include "internal.h"
 #include "wait.h"
@@ -97,11 +98,11 @@ void ep__lock_revoke(struct ep__lock *l);
  * to hold the lock or use the fast path, so it is free and unbiased. */
 static inline void ep__lock_reset(struct ep__lock *l)
 {
-	__atomic_store_n(&l->word, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->owner, NULL, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->revoked, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->sleeper, 0, __ATOMIC_RELAXED);
+	ep__store_relaxed(&l->word, 0);
+	ep__store_relaxed(&l->owner, NULL);
+	ep__store_relaxed(&l->owner_in, 0);
+	ep__store_relaxed(&l->revoked, 0);
+	ep__store_relaxed(&l->sleeper, 0);
 	l->foreign = 0;
 	l->revoking = 0;
 }
@@ -127,8 +128,7 @@ static inline bool ep__lock_try(struct ep__lock *l)
 {
 	int z = 0;
 
-	return __atomic_compare_exchange_n(&l->word, &z, 1, false, __ATOMIC_ACQUIRE,
-					   __ATOMIC_RELAXED);
+	return ep__cas_acquire(&l->word, &z, 1);
 }
 
 static inline void ep__lock_slow(struct ep__lock *l)
@@ -142,12 +142,12 @@ static inline void ep__lock_slow(struct ep__lock *l)
 	/* critical sections are short: a holder on another CPU is likely to
 	 * be done within a few hundred cycles */
 	for (int i = 0; i < 64; i++) {
-		if (__atomic_load_n(&l->word, __ATOMIC_RELAXED) == 0 && ep__lock_try(l))
+		if (ep__load_relaxed(&l->word) == 0 && ep__lock_try(l))
 			return;
 		ep__cpu_relax();
 	}
 	/* 2: whoever unlocks must wake someone; taking it as 2 is safe */
-	while (__atomic_exchange_n(&l->word, 2, __ATOMIC_ACQUIRE) != 0)
+	while (ep__xchg_acquire(&l->word, 2) != 0)
 		syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
 
@@ -163,9 +163,9 @@ void ep__lock_wake_revoker(struct ep__lock *l) __attribute__((cold));
  * ep__barrier_all() is the other half (lock.c, ep__lock_revoke()). */
 static inline void ep__lock_owner_out(struct ep__lock *l)
 {
-	__atomic_store_n(&l->owner_in, 0, __ATOMIC_RELEASE);
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (__builtin_expect(__atomic_load_n(&l->sleeper, __ATOMIC_RELAXED), 0))
+	ep__store_release(&l->owner_in, 0);
+	ep__signal_fence();
+	if (__builtin_expect(ep__load_relaxed(&l->sleeper), 0))
 		ep__lock_wake_revoker(l);
 }
 
@@ -174,13 +174,13 @@ static inline void ep__lock_owner_out(struct ep__lock *l)
 static inline void ep__lock(struct ep__lock *l)
 {
 	EP_YIELD("lock");
-	if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == ep__self()) {
+	if (ep__load_relaxed(&l->owner) == ep__self()) {
 		EP_YIELD("lock owner read");
-		__atomic_store_n(&l->owner_in, 1, __ATOMIC_RELAXED);
+		ep__store_relaxed(&l->owner_in, 1);
 		/* a compiler barrier only: the revoker's membarrier() is the
 		 * other half of this store-then-load */
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		if (__builtin_expect(!__atomic_load_n(&l->revoked, __ATOMIC_ACQUIRE), 1)) {
+		ep__signal_fence();
+		if (__builtin_expect(!ep__load_acquire(&l->revoked), 1)) {
 			EP_IL_ENTER(l);
 			return;
 		}
@@ -192,19 +192,19 @@ static inline void ep__lock(struct ep__lock *l)
 static inline void ep__unlock(struct ep__lock *l)
 {
 	EP_IL_LEAVE(l);
-	if (__atomic_load_n(&l->owner, __ATOMIC_RELAXED) == ep__self() &&
-	    __atomic_load_n(&l->owner_in, __ATOMIC_RELAXED)) {
+	if (ep__load_relaxed(&l->owner) == ep__self() &&
+	    ep__load_relaxed(&l->owner_in)) {
 		ep__lock_owner_out(l);
 		EP_YIELD("unlock");
 		return;
 	}
 	if (l->revoking) {
 		l->revoking = 0;
-		__atomic_store_n(&l->revoked, 0, __ATOMIC_RELEASE); /* the owner's again */
+		ep__store_release(&l->revoked, 0); /* the owner's again */
 	}
 	if (ep__under_valgrind())
 		ANNOTATE_RWLOCK_RELEASED(l, 1);
-	if (__builtin_expect(__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2, 0))
+	if (__builtin_expect(ep__xchg_release(&l->word, 0) == 2, 0))
 		syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	EP_YIELD("unlock");
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "alloc-state.h"
+#include "atomic.h"
 #include "bitmap.h"
 #include "records.h"
 #include "types.h"
@@ -47,10 +48,10 @@ static inline struct ep__alloc *ep__alloc_exact(const struct ep__heap *h, struct
 	 * released (and maybe the struct reused) meanwhile, and the ranges
 	 * decide. */
 	if (p && !((uintptr_t)exec & p->cmask)) {
-		uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_RELAXED);
+		uintptr_t base = (uintptr_t)ep__load_relaxed(&p->r.exec);
 		size_t c = ((uintptr_t)exec - base) >> p->shift;
 
-		if (p->heap == h && base && c < __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED)) {
+		if (p->heap == h && base && c < ep__load_relaxed(&p->nchunks)) {
 			unsigned char b = ep__st_byte(p, c), s = b & EP__ST_MASK;
 
 			/* (a live state is on a first chunk only) */

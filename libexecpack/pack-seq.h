@@ -9,6 +9,7 @@
 #ifndef EP_PACK_SEQ_H
 #define EP_PACK_SEQ_H
 
+#include "atomic.h"
 #include "interleave.h"
 #include "types.h"
 
@@ -16,13 +17,13 @@
 static inline void ep__pack_write_begin(struct ep__pack *p)
 {
 	EP_YIELD("pack seq");
-	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	ep__store_relaxed(&p->seq, p->seq + 1);
+	ep__fence_release();
 }
 
 static inline void ep__pack_write_end(struct ep__pack *p)
 {
-	__atomic_store_n(&p->seq, p->seq + 1, __ATOMIC_RELEASE);
+	ep__store_release(&p->seq, p->seq + 1);
 }
 
 #endif /* EP_PACK_SEQ_H */

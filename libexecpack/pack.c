@@ -10,6 +10,7 @@
  * (alloc-state.h).
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -34,8 +35,8 @@
 static void pack_spare(struct ep__heap *h, struct ep__pack *p)
 {
 	EP_YIELD("pack spare");
-	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&p->r.gen, 0, __ATOMIC_RELAXED);
+	ep__store_seq_cst(&p->r.exec, NULL);
+	ep__store_relaxed(&p->r.gen, 0);
 	p->r.rw = NULL;
 	p->r.size = p->r.committed = 0;
 	p->r.handle = 0;
@@ -54,8 +55,8 @@ static void pack_publish(struct ep__pack *p, const struct ep__region *r)
 	p->r.sealed = r->sealed;
 	p->r.guards = r->guards;
 	p->r.pack = 1;
-	__atomic_store_n(&p->r.gen, r->gen, __ATOMIC_RELAXED);
-	__atomic_store_n(&p->r.exec, r->exec, __ATOMIC_RELEASE);
+	ep__store_relaxed(&p->r.gen, r->gen);
+	ep__store_release(&p->r.exec, r->exec);
 }
 static void pack_release(struct ep__heap *h, struct ep__pack *p)
 {
@@ -79,7 +80,7 @@ static void pack_release(struct ep__heap *h, struct ep__pack *p)
 	struct ep__region r = p->r;
 
 	EP_YIELD("pack unpublish");
-	__atomic_store_n(&p->r.exec, NULL, __ATOMIC_SEQ_CST);
+	ep__store_seq_cst(&p->r.exec, NULL);
 	ep__region_drop(h, &r);
 	ep__fit_destroy(&p->fit);
 	pack_spare(h, p);
@@ -110,7 +111,7 @@ static struct ep__pack *pack_get(struct ep__heap *h)
 	 * region by that free: not reused until it unpins (remote.c) */
 	EP_YIELD("pack reuse");
 	for (; (p = *pp); pp = &p->next) {
-		if (__atomic_load_n(&p->pins, __ATOMIC_SEQ_CST) == 0) {
+		if (ep__load_seq_cst(&p->pins) == 0) {
 			*pp = p->next;
 			p->next = p->prev = NULL;
 			return p; /* (its maps are clear: see pack_spare()) */
@@ -260,7 +261,7 @@ __attribute__((noinline)) void ep__pack_take(struct ep__heap *h, struct ep__pack
 		p->cached = 0;
 		if (h->cached_pack == p)
 			h->cached_pack = NULL;
-		__atomic_fetch_sub(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+		ep__sub_relaxed(&h->root->empty_packs, 1);
 	}
 	ep__pack_write_begin(p);
 	ep__bitmap_set(p->start, pos, 1);
@@ -308,14 +309,13 @@ void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p)
 
 	EP_YIELD("empty packs");
 	if (p->r.sealed) {
-		__atomic_fetch_add(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+		ep__add_relaxed(&h->root->empty_packs, 1);
 		p->cached = 1;
 	} else if (!h->cached_pack && !ep__heap_orphaned(h)) {
-		__atomic_fetch_add(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+		ep__add_relaxed(&h->root->empty_packs, 1);
 		p->cached = 1;
 		h->cached_pack = p;
-	} else if (__atomic_compare_exchange_n(&h->root->empty_packs, &none, 1, false,
-					       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+	} else if (ep__cas_relaxed(&h->root->empty_packs, &none, 1)) {
 		p->cached = 1;
 		if (!h->cached_pack)
 			h->cached_pack = p;
@@ -330,10 +330,10 @@ void ep__pack_trim(struct ep__heap *h)
 	struct ep__pack *p = h->cached_pack;
 
 	EP_YIELD("empty packs");
-	if (p && __atomic_load_n(&h->root->empty_packs, __ATOMIC_RELAXED) > 1) {
+	if (p && ep__load_relaxed(&h->root->empty_packs) > 1) {
 		p->cached = 0;
 		h->cached_pack = NULL;
-		__atomic_fetch_sub(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+		ep__sub_relaxed(&h->root->empty_packs, 1);
 		pack_release(h, p);
 	}
 }
@@ -354,7 +354,7 @@ size_t ep__pack_trim_all(struct ep__heap *h)
 			p->cached = 0;
 			if (h->cached_pack == p)
 				h->cached_pack = NULL;
-			__atomic_fetch_sub(&h->root->empty_packs, 1, __ATOMIC_RELAXED);
+			ep__sub_relaxed(&h->root->empty_packs, 1);
 			n += p->r.committed;
 			pack_release(h, p);
 		} else if (p->free_chunks < p->nchunks) {

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "interleave.h"
 #include "pack-seq.h"
 #include "types.h"
@@ -51,7 +52,7 @@ void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size
 static inline bool ep__heap_orphaned(const struct ep__heap *h)
 {
 	EP_YIELD("heap orphaned?");
-	return __atomic_load_n(&h->orphaned, __ATOMIC_SEQ_CST);
+	return ep__load_seq_cst(&h->orphaned);
 }
 /* p is empty: keep it or release it. */
 void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p);

@@ -11,19 +11,20 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "atomic.h"
 #include "internal.h"
 
 static size_t g_page, g_huge;
 
 size_t ep__page_size(void)
 {
-	size_t pg = __atomic_load_n(&g_page, __ATOMIC_RELAXED);
+	size_t pg = ep__load_relaxed(&g_page);
 
 	if (!pg) {
 		long v = sysconf(_SC_PAGESIZE); /* the kernel's AT_PAGESZ: never fails */
 
 		pg = v > 0 ? (size_t)v : (size_t)getpagesize();
-		__atomic_store_n(&g_page, pg, __ATOMIC_RELAXED);
+		ep__store_relaxed(&g_page, pg);
 	}
 	return pg;
 }
@@ -59,7 +60,7 @@ static size_t pmd_size(void)
 
 size_t ep__huge_page_size(void)
 {
-	size_t h = __atomic_load_n(&g_huge, __ATOMIC_RELAXED);
+	size_t h = ep__load_relaxed(&g_huge);
 
 	if (!h) {
 		h = meminfo_huge();
@@ -71,7 +72,7 @@ size_t ep__huge_page_size(void)
 
 			h = pg / 8 * pg;
 		}
-		__atomic_store_n(&g_huge, h, __ATOMIC_RELAXED);
+		ep__store_relaxed(&g_huge, h);
 	}
 	return h;
 }

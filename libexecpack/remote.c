@@ -49,6 +49,7 @@
  * one of the two sees the other's store and the chunks come back.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -69,7 +70,7 @@
 static size_t racy_end(const struct ep__pack *p, size_t pos)
 {
 	for (unsigned spins = 0;; spins++) {
-		unsigned s = __atomic_load_n(&p->seq, __ATOMIC_ACQUIRE);
+		unsigned s = ep__load_acquire(&p->seq);
 
 		if (s & 1) {
 			/* the owner is inside a few bitmap stores; only its
@@ -85,12 +86,12 @@ static size_t racy_end(const struct ep__pack *p, size_t pos)
 			continue;
 		}
 		/* (commit.c grows it) */
-		size_t nchunks = __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED), e = nchunks;
+		size_t nchunks = ep__load_relaxed(&p->nchunks), e = nchunks;
 
 		for (size_t i = pos + 1; i < nchunks; i = (i / 64 + 1) * 64) {
 			size_t w = i / 64;
-			uint64_t stop = (__atomic_load_n(&p->start[w], __ATOMIC_RELAXED) |
-					 ~__atomic_load_n(&p->used[w], __ATOMIC_RELAXED)) &
+			uint64_t stop = (ep__load_relaxed(&p->start[w]) |
+					 ~ep__load_relaxed(&p->used[w])) &
 					(~(uint64_t)0 << (i % 64));
 
 			if (stop) {
@@ -99,8 +100,8 @@ static size_t racy_end(const struct ep__pack *p, size_t pos)
 				break;
 			}
 		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) == s)
+		ep__fence_acquire();
+		if (ep__load_relaxed(&p->seq) == s)
 			return e;
 	}
 }
@@ -110,18 +111,17 @@ static void queue(struct ep__heap *h, struct ep__pack *p, size_t c)
 	size_t w = c / 64;
 
 	EP_YIELD("remote done");
-	__atomic_fetch_or(&p->done[w], (uint64_t)1 << (c % 64), __ATOMIC_RELEASE);
-	__atomic_fetch_or(&p->done_sum[w / 64], (uint64_t)1 << (w % 64), __ATOMIC_RELEASE);
+	ep__or_release(&p->done[w], (uint64_t)1 << (c % 64));
+	ep__or_release(&p->done_sum[w / 64], (uint64_t)1 << (w % 64));
 	EP_YIELD("remote queued");
-	if (__atomic_exchange_n(&p->queued, 1, __ATOMIC_SEQ_CST))
+	if (ep__xchg_seq_cst(&p->queued, 1))
 		return; /* on the list, and its maps not yet read */
-	struct ep__pack *head = __atomic_load_n(&h->remote, __ATOMIC_RELAXED);
+	struct ep__pack *head = ep__load_relaxed(&h->remote);
 
 	do {
 		EP_YIELD("remote push");
 		p->rnext = head;
-	} while (!__atomic_compare_exchange_n(&h->remote, &head, p, true, __ATOMIC_SEQ_CST,
-					      __ATOMIC_RELAXED));
+	} while (!ep__cas_weak_seq_cst(&h->remote, &head, p));
 }
 
 int ep__remote_free(struct ep__pack *p, void *exec)
@@ -135,15 +135,15 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	int rc = 1;
 
 	EP_YIELD("remote pin");
-	__atomic_add_fetch(&p->pins, 1, __ATOMIC_SEQ_CST);
+	ep__add_seq_cst(&p->pins, 1);
 	EP_YIELD("remote pinned");
-	if (__atomic_load_n(&h->remote_gated, __ATOMIC_SEQ_CST))
+	if (ep__load_seq_cst(&h->remote_gated))
 		goto unpin; /* fork() under way: the lock waits for it */
-	uintptr_t base = (uintptr_t)__atomic_load_n(&p->r.exec, __ATOMIC_SEQ_CST);
+	uintptr_t base = (uintptr_t)ep__load_seq_cst(&p->r.exec);
 
 	/* (a released pack reads NULL: the lock's path finds nothing) */
-	if (x < base || (x - base) >> shift >= __atomic_load_n(&p->nchunks, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&p->r.gen, __ATOMIC_RELAXED) != ep__fork_generation())
+	if (x < base || (x - base) >> shift >= ep__load_relaxed(&p->nchunks) ||
+	    ep__load_relaxed(&p->r.gen) != ep__fork_generation())
 		goto unpin;
 	size_t c = (x - base) >> shift, n;
 
@@ -158,15 +158,15 @@ int ep__remote_free(struct ep__pack *p, void *exec)
 	ep__sync_icache((void *)x, len);
 	ep__uncharge(h, len);
 	EP_YIELD("remote counts");
-	__atomic_fetch_add(&h->remote_used_out, len, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&h->remote_frees, 1, __ATOMIC_RELEASE);
+	ep__add_release(&h->remote_used_out, len);
+	ep__add_release(&h->remote_frees, 1);
 	queue(h, p, c);
 unpin:
 	EP_YIELD("remote unpin");
 	/* a fork() waits for this (ep__remote_gate()): wake it if it sleeps
 	 * (seq_cst both, against its store of the flag then load) */
-	if (__atomic_sub_fetch(&p->pins, 1, __ATOMIC_SEQ_CST) == 0 &&
-	    __atomic_load_n(&h->remote_gate_sleeps, __ATOMIC_SEQ_CST))
+	if (ep__sub_seq_cst(&p->pins, 1) == 0 &&
+	    ep__load_seq_cst(&h->remote_gate_sleeps))
 		ep__futex_wake(&p->pins);
 	/* the heap's thread has exited: nobody would give the chunks back
 	 * soon, so this free does, under the lock */
@@ -186,20 +186,20 @@ unpin:
 void ep__remote_drain(struct ep__heap *h)
 {
 	EP_YIELD("drain");
-	struct ep__pack *p = __atomic_exchange_n(&h->remote, NULL, __ATOMIC_ACQUIRE);
+	struct ep__pack *p = ep__xchg_acquire(&h->remote, NULL);
 
 	while (p) {
 		struct ep__pack *next = p->rnext;
 		size_t nsum = EP__BITMAP_WORDS(EP__BITMAP_WORDS(p->nchunks));
 
 		EP_YIELD("drain pack");
-		__atomic_store_n(&p->queued, 0, __ATOMIC_SEQ_CST);
+		ep__store_seq_cst(&p->queued, 0);
 		for (size_t i = 0; i < nsum; i++) {
-			uint64_t sum = __atomic_exchange_n(&p->done_sum[i], 0, __ATOMIC_ACQUIRE);
+			uint64_t sum = ep__xchg_acquire(&p->done_sum[i], 0);
 
 			for (; sum; sum &= sum - 1) {
 				size_t w = i * 64 + (size_t)__builtin_ctzll(sum);
-				uint64_t d = __atomic_exchange_n(&p->done[w], 0, __ATOMIC_ACQUIRE);
+				uint64_t d = ep__xchg_acquire(&p->done[w], 0);
 
 				for (; d; d &= d - 1) {
 					size_t c = w * 64 + (size_t)__builtin_ctzll(d);
@@ -223,11 +223,11 @@ static void wait_unpinned(struct ep__heap *h, struct ep__pack *p)
 {
 	unsigned n;
 
-	for (unsigned spins = 0; (n = __atomic_load_n(&p->pins, __ATOMIC_SEQ_CST)); spins++) {
+	for (unsigned spins = 0; (n = ep__load_seq_cst(&p->pins)); spins++) {
 		if (EP_SPIN(spins, "remote gate"))
 			continue;
-		__atomic_store_n(&h->remote_gate_sleeps, 1, __ATOMIC_SEQ_CST);
-		while ((n = __atomic_load_n(&p->pins, __ATOMIC_SEQ_CST)))
+		ep__store_seq_cst(&h->remote_gate_sleeps, 1);
+		while ((n = ep__load_seq_cst(&p->pins)))
 			ep__futex_wait(&p->pins, n, NULL);
 		break;
 	}
@@ -235,17 +235,17 @@ static void wait_unpinned(struct ep__heap *h, struct ep__pack *p)
 
 void ep__remote_gate(struct ep__heap *h)
 {
-	__atomic_store_n(&h->remote_gated, 1, __ATOMIC_SEQ_CST);
+	ep__store_seq_cst(&h->remote_gated, 1);
 	for (struct ep__pack *p = h->head; p; p = p->next)
 		wait_unpinned(h, p);
 	for (struct ep__pack *p = h->spare_packs; p; p = p->next)
 		wait_unpinned(h, p);
-	__atomic_store_n(&h->remote_gate_sleeps, 0, __ATOMIC_RELAXED);
+	ep__store_relaxed(&h->remote_gate_sleeps, 0);
 }
 
 void ep__remote_ungate(struct ep__heap *h)
 {
-	__atomic_store_n(&h->remote_gated, 0, __ATOMIC_RELEASE);
+	ep__store_release(&h->remote_gated, 0);
 }
 
 /*

@@ -6,6 +6,7 @@
 #ifndef EP_REMOTE_H
 #define EP_REMOTE_H
 
+#include "atomic.h"
 #include "interleave.h"
 #include "types.h"
 
@@ -24,7 +25,7 @@ void ep__remote_drain(struct ep__heap *h);
 static inline void ep__remote_drain_check(struct ep__heap *h)
 {
 	EP_YIELD("remote list");
-	if (__builtin_expect(__atomic_load_n(&h->remote, __ATOMIC_RELAXED) != NULL, 0))
+	if (__builtin_expect(ep__load_relaxed(&h->remote) != NULL, 0))
 		ep__remote_drain(h);
 }
 

@@ -5,6 +5,7 @@
  * two heaps mapping regions in the same 16 MiB at once both see one node.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -28,7 +29,7 @@ struct ep__route_mid *ep__route_top[EP__ROUTE_FAN];
 /* *slot, made (zeroed, size bytes) and published if it is still NULL. */
 static void *node_get(void **slot, size_t size)
 {
-	void *n = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	void *n = ep__load_acquire(slot);
 
 	if (n)
 		return n;
@@ -40,8 +41,7 @@ static void *node_get(void **slot, size_t size)
 	 * is read without locks by design */
 	if (ep__under_valgrind())
 		VALGRIND_HG_DISABLE_CHECKING(fresh, size);
-	if (__atomic_compare_exchange_n(slot, &n, fresh, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE))
+	if (ep__cas_acq_rel(slot, &n, fresh))
 		return fresh;
 	ep__meta_put(fresh, size); /* another thread published one first: n is it */
 	return n;
@@ -53,13 +53,13 @@ static void **entry(uintptr_t page, bool make)
 		return NULL;
 	void **top = (void **)&ep__route_top[(page >> (2 * EP__ROUTE_BITS)) & EP__ROUTE_MASK];
 	struct ep__route_mid *m = make ? node_get(top, sizeof(*m))
-				       : __atomic_load_n(top, __ATOMIC_ACQUIRE);
+				       : ep__load_acquire(top);
 
 	if (!m)
 		return NULL;
 	void **mid = (void **)&m->leaf[(page >> EP__ROUTE_BITS) & EP__ROUTE_MASK];
 	struct ep__route_leaf *l = make ? node_get(mid, sizeof(*l))
-					: __atomic_load_n(mid, __ATOMIC_ACQUIRE);
+					: ep__load_acquire(mid);
 
 	return l ? &l->owner[page & EP__ROUTE_MASK] : NULL;
 }
@@ -80,7 +80,7 @@ int ep__route_set(uintptr_t lo, size_t len, void *owner)
 			return -ENOMEM;
 	EP_YIELD("route set");
 	for (uintptr_t p = first; p < end; p++)
-		__atomic_store_n(entry(p, false), owner, __ATOMIC_RELEASE);
+		ep__store_release(entry(p, false), owner);
 	return 0;
 }
 
@@ -95,6 +95,6 @@ void ep__route_clear(uintptr_t lo, size_t len)
 		void **e = entry(p, false);
 
 		if (e)
-			__atomic_store_n(e, NULL, __ATOMIC_RELEASE);
+			ep__store_release(e, NULL);
 	}
 }

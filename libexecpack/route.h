@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "interleave.h"
 
 #define EP__ROUTE_PAGE_SHIFT 12
@@ -47,17 +48,17 @@ static inline void *ep__route_get(uintptr_t addr)
 	EP_YIELD("route get");
 	if (__builtin_expect(page >> (3 * EP__ROUTE_BITS), 0))
 		return NULL;
-	struct ep__route_mid *m = __atomic_load_n(
-		&ep__route_top[(page >> (2 * EP__ROUTE_BITS)) & EP__ROUTE_MASK], __ATOMIC_ACQUIRE);
+	struct ep__route_mid *m = ep__load_acquire(
+		&ep__route_top[(page >> (2 * EP__ROUTE_BITS)) & EP__ROUTE_MASK]);
 
 	if (!m)
 		return NULL;
 	struct ep__route_leaf *l =
-		__atomic_load_n(&m->leaf[(page >> EP__ROUTE_BITS) & EP__ROUTE_MASK], __ATOMIC_ACQUIRE);
+		ep__load_acquire(&m->leaf[(page >> EP__ROUTE_BITS) & EP__ROUTE_MASK]);
 
 	if (!l)
 		return NULL;
-	return __atomic_load_n(&l->owner[page & EP__ROUTE_MASK], __ATOMIC_ACQUIRE);
+	return ep__load_acquire(&l->owner[page & EP__ROUTE_MASK]);
 }
 
 #endif /* EP_ROUTE_H */

@@ -8,13 +8,14 @@
 
 #include <stdint.h>
 
+#include "atomic.h"
 #include "interleave.h"
 
 /* Only the heap's lock holder raises a count: a load and a release store. */
 static inline void ep__tally(uint64_t *c, uint64_t n)
 {
 	EP_YIELD("tally");
-	__atomic_store_n(c, *c + n, __ATOMIC_RELEASE);
+	ep__store_release(c, *c + n);
 }
 
 #endif /* EP_TALLY_H */

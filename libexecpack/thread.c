@@ -10,6 +10,7 @@
  * itself and the heaps that name it.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -41,7 +42,7 @@ static struct ep__thread *g_spare_threads; /* linked by next (ep__thread_spare_l
 
 void ep__thread_put(struct ep__thread *t)
 {
-	if (t && __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+	if (t && ep__sub_acq_rel(&t->refs, 1) == 0) {
 		ep__mutex_lock(&ep__thread_spare_lock);
 		t->next = g_spare_threads;
 		g_spare_threads = t;
@@ -53,15 +54,15 @@ void ep__thread_put(struct ep__thread *t)
  * and the empty pack it kept goes. */
 static void trim_if_mine(struct ep__heap *h, void *t)
 {
-	if (__atomic_load_n(&h->owner, __ATOMIC_RELAXED) != t)
+	if (ep__load_relaxed(&h->owner) != t)
 		return;
 	EP_YIELD("heap orphaned");
-	__atomic_store_n(&h->orphaned, 1, __ATOMIC_SEQ_CST);
+	ep__store_seq_cst(&h->orphaned, 1);
 	ep__lock(&h->lock);
 	/* (seq_cst: after the heap's orphaned mark, against a lock-free free's
 	 * push then look at that mark; remote.c) */
 	EP_YIELD("remote list");
-	if (__atomic_load_n(&h->remote, __ATOMIC_SEQ_CST))
+	if (ep__load_seq_cst(&h->remote))
 		ep__remote_drain(h);
 	ep__pack_trim(h);
 	ep__unlock(&h->lock);
@@ -112,7 +113,7 @@ static struct ep__thread *thread_self(void)
 		if (ep__under_valgrind())
 			VALGRIND_HG_DISABLE_CHECKING(t, sizeof(*t));
 	}
-	__atomic_store_n(&t->refs, 1, __ATOMIC_RELAXED);
+	ep__store_relaxed(&t->refs, 1);
 	if (pthread_setspecific(g_thread_key, t)) {
 		ep__thread_put(t);
 		return NULL;
@@ -142,7 +143,7 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 		if (ep__heap_orphaned(h)) {
 			ep__thread_put(h->owner);
 			EP_YIELD("heap adopt");
-			__atomic_store_n(&h->owner, NULL, __ATOMIC_RELEASE);
+			ep__store_release(&h->owner, NULL);
 			goto adopt;
 		}
 	}
@@ -153,7 +154,7 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 			h->next_heap = pool->heaps;
 			VG_HAPPENS_BEFORE(&pool->heaps);
 			EP_YIELD("heap published");
-			__atomic_store_n(&pool->heaps, h, __ATOMIC_RELEASE);
+			ep__store_release(&pool->heaps, h);
 			pool->nheaps++;
 			goto adopt;
 		}
@@ -166,10 +167,10 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 	goto found;
 adopt:
 	if (self) {
-		__atomic_add_fetch(&self->refs, 1, __ATOMIC_RELAXED);
+		ep__add_relaxed(&self->refs, 1);
 		EP_YIELD("heap owner");
-		__atomic_store_n(&h->owner, self, __ATOMIC_RELEASE);
-		__atomic_store_n(&h->orphaned, 0, __ATOMIC_SEQ_CST);
+		ep__store_release(&h->owner, self);
+		ep__store_seq_cst(&h->orphaned, 0);
 	}
 found:
 	ep__mutex_unlock(&pool->heaps_lock);
