@@ -19,6 +19,8 @@
 #include "fork.h"
 #include "heap.h"
 #include "pack.h"
+#include "patch.h"
+#include "registry.h"
 #include "remote.h"
 #include "thread.h"
 #include "trim.h"
@@ -78,14 +80,15 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 		return rc;
 	}
 	first->root = pool;
-	ep__fork_track(first);
+	ep__fork_setup();
+	ep__registry_add(first);
 	pool->first = pool->heaps = first;
 	pool->nheaps = 1;
 	pool->limit = first->limit;
 	pool->max_heaps = ep__heaps_wanted(first);
 	pool->id = ep__add_relaxed(&g_pool_ids, 1);
 	pthread_mutex_init(&pool->heaps_lock, NULL);
-	ep__fork_track_pool(pool);
+	ep__registry_add_pool(pool);
 	if (ep__under_valgrind()) {
 		/* read without locks by design (limit; stats, after the annotated
 		 * publication of each heap) */
@@ -101,11 +104,11 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 	if (!pool)
 		return;
 	ep__fork_check();
-	ep__fork_untrack_pool(pool);
+	ep__registry_remove_pool(pool);
 	/* the first heap last: it closes the backend the others share */
 	for (struct ep__heap *h = pool->heaps, *n; h; h = n) {
 		n = h->next_heap;
-		ep__fork_untrack(h);
+		ep__registry_remove(h);
 		ep__thread_put(h->owner);
 		if (h != pool->first)
 			ep__heap_destroy(h);
@@ -207,6 +210,49 @@ EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size)
 	struct ep__heap *h = owner_of(pool, exec, &pack);
 
 	return h ? ep__heap_shrink(h, exec, size) : -EINVAL;
+}
+
+/* Patch windows (patch.c): the owner's lock is taken there. */
+EP_API int ep_patch_begin(struct ep_pool *pool, void *exec, size_t len, void **rw)
+{
+	if (!pool || !exec || !rw || len == 0)
+		return -EINVAL;
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__patch_begin(h, exec, len, rw) : -EINVAL;
+}
+
+EP_API int ep_patch_commit(struct ep_pool *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__patch_commit(h, exec) : -EINVAL;
+}
+
+EP_API int ep_patch_abort(struct ep_pool *pool, void *exec)
+{
+	if (!pool || !exec)
+		return -EINVAL;
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__pack *pack;
+	struct ep__heap *h = owner_of(pool, exec, &pack);
+
+	return h ? ep__patch_abort(h, exec) : -EINVAL;
 }
 
 EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exec)

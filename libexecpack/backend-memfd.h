@@ -68,6 +68,7 @@ int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen);
 
 /* vm.memfd_noexec, or -1 (for messages). */
 int ep__memfd_noexec_sysctl(void);
+/* Where views go and how they go away (memfd-place.c). */
 /* A random, align-aligned address hint for an RW alias, or NULL. */
 void *ep__memfd_alias_hint(size_t align);
 /* Where a new exec view goes: *want NULL (anywhere) or a PROT_NONE

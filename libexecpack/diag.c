@@ -30,7 +30,6 @@
 #include "diag-gdbjit.h"
 #include "diag-perfmap.h"
 #include "diag-symtab.h"
-#include "info.h"
 #include "diag-unwind.h"
 #include "diag-valgrind.h"
 #include "diag.h"
@@ -330,7 +329,9 @@ int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool final
  * lost one "still reachable"; undefined words are not pointers to the leak
  * scan, so at exit, and under Valgrind only, they are marked so.  Nothing
  * reads them after this (a pool call made after the library's destructors
- * would get "uninitialised value" reports).
+ * would get "uninitialised value" reports).  The core's records (heaps,
+ * ep_lookup()'s entries) sit above this file: the core registers one hook
+ * to be told, rather than diag calling up into it.
  */
 static void (*g_on_exit)(void);
 
@@ -359,7 +360,6 @@ __attribute__((destructor)) static void diag_at_exit(void)
 	ep__gdbjit_hide();
 	ep__symtab_hide();
 	pthread_mutex_unlock(&g_lock);
-	ep__info_hide(); /* info.c: ep_lookup()'s entries */
 }
 
 /* fork(): fork.c's handlers take diag's lock with the heaps' (after them:

@@ -79,10 +79,11 @@ int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool final
 			int kind, size_t prologue, size_t frame);
 
 /*
- * Under Valgrind only, at exit: fn (set by fork.c, which knows every heap)
- * makes the pool's own copies of allocation addresses invisible to
- * memcheck's leak scan with ep__diag_hide_word(), so that an allocation the
- * program lost shows as "definitely lost".
+ * Under Valgrind only, at exit: fn (set by fork.c, which knows every heap
+ * and info.c's entries) makes the pool's own copies of allocation
+ * addresses invisible to memcheck's leak scan with ep__diag_hide_word(), so
+ * that an allocation the program lost shows as "definitely lost".  A hook,
+ * not a call: the core it tells sits above diag.
  */
 void ep__diag_on_exit(void (*fn)(void));
 void ep__diag_hide_word(const void *addr, size_t len);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * fork.c - fork() and the processes it makes; the list of every heap of
- * every pool that the fork handlers walk.
+ * fork.c - fork() and the processes it makes (the lists of pools and heaps
+ * that its handlers walk are registry.c's).
  *
  * The mappings are MAP_SHARED, so a child of fork() shares its parent's code
  * pages.  The child, never the parent, makes them its own: the fork
@@ -25,8 +25,8 @@
  *
  * Every lock of the library is covered, in one order that every other path
  * keeps too (a thread holding one only ever takes those after it):
- *   g_roots_lock -> each pool's heaps_lock -> ep__thread_key_lock ->
- *   ep__thread_spare_lock -> g_heaps_lock -> each heap's lock (and its
+ *   ep__roots_lock -> each pool's heaps_lock -> ep__thread_key_lock ->
+ *   ep__thread_spare_lock -> ep__heaps_lock -> each heap's lock (and its
  *   remote-free gate) -> ep__patch_drop_lock -> ep__info_lock ->
  *   ep__meta_lock -> diag's lock (jitdump's writes
  *   hold it too).  A code range's lock (code-range.c) is taken only inside
@@ -56,15 +56,12 @@
 #include "meta.h"
 #include "patch.h"
 #include "region.h"
+#include "registry.h"
 #include "remote.h"
 #include "thread.h"
 #include "track.h"
 #include "wait.h"
 
-static pthread_mutex_t g_roots_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ep_pool *g_roots; /* every pool (g_roots_lock) */
-static pthread_mutex_t g_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ep__heap *g_heaps; /* every heap of every pool (g_heaps_lock) */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 int *ep__fork_mark; /* a MADV_WIPEONFORK page: nonzero in the process that set it */
 static int g_fork_pipe[2] = { -1, -1 };
@@ -80,7 +77,7 @@ static void own_now(struct ep__heap *heap, struct ep__region *r)
 static void child_take_over(void)
 {
 	ep__add_relaxed(&ep__fork_gen, 1);
-	for (struct ep__heap *h = g_heaps; h; h = h->gnext)
+	for (struct ep__heap *h = ep__heaps; h; h = h->gnext)
 		ep__heap_each_region(h, own_now);
 	if (ep__fork_mark)
 		ep__store_release(ep__fork_mark, 1);
@@ -90,13 +87,13 @@ static void child_take_over(void)
  * child (see the top of this file for the order). */
 static void lock_all(void)
 {
-	ep__mutex_lock(&g_roots_lock);
-	for (struct ep_pool *r = g_roots; r; r = r->next_root)
+	ep__mutex_lock(&ep__roots_lock);
+	for (struct ep_pool *r = ep__roots; r; r = r->next_root)
 		ep__mutex_lock(&r->heaps_lock);
 	ep__mutex_lock(&ep__thread_key_lock);
 	ep__mutex_lock(&ep__thread_spare_lock);
-	ep__mutex_lock(&g_heaps_lock);
-	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
+	ep__mutex_lock(&ep__heaps_lock);
+	for (struct ep__heap *p = ep__heaps; p; p = p->gnext) {
 		ep__lock(&p->lock);
 		ep__remote_gate(p); /* and no free without the lock (remote.c) */
 	}
@@ -109,7 +106,7 @@ static void lock_all(void)
 static void atfork_prepare(void)
 {
 	lock_all();
-	if (g_heaps && pipe2(g_fork_pipe, O_CLOEXEC))
+	if (ep__heaps && pipe2(g_fork_pipe, O_CLOEXEC))
 		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
 }
 
@@ -178,16 +175,16 @@ static void atfork_unlock(void)
 	ep__mutex_unlock(&ep__meta_lock);
 	ep__mutex_unlock(&ep__info_lock);
 	ep__mutex_unlock(&ep__patch_drop_lock);
-	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
+	for (struct ep__heap *p = ep__heaps; p; p = p->gnext) {
 		ep__remote_ungate(p);
 		ep__unlock(&p->lock);
 	}
-	ep__mutex_unlock(&g_heaps_lock);
+	ep__mutex_unlock(&ep__heaps_lock);
 	ep__mutex_unlock(&ep__thread_spare_lock);
 	ep__mutex_unlock(&ep__thread_key_lock);
-	for (struct ep_pool *r = g_roots; r; r = r->next_root)
+	for (struct ep_pool *r = ep__roots; r; r = r->next_root)
 		ep__mutex_unlock(&r->heaps_lock);
-	ep__mutex_unlock(&g_roots_lock);
+	ep__mutex_unlock(&ep__roots_lock);
 }
 
 static void atfork_parent(void)
@@ -208,7 +205,7 @@ static void atfork_child(void)
 {
 	if (g_fork_pipe[1] >= 0)
 		tell_parent(getpid()); /* first: the parent can then see it die */
-	for (struct ep__heap *p = g_heaps; p; p = p->gnext)
+	for (struct ep__heap *p = ep__heaps; p; p = p->gnext)
 		ep__lock_reset(&p->lock);
 	ep__lock_setup();
 	ep__diag_fork_child();
@@ -240,16 +237,16 @@ void ep__fork_missed(void)
 				ep__futex_wait(ep__fork_mark, m, NULL);
 		return;
 	}
-	pthread_mutex_init(&g_roots_lock, NULL);
-	for (struct ep_pool *r = g_roots; r; r = r->next_root)
+	pthread_mutex_init(&ep__roots_lock, NULL);
+	for (struct ep_pool *r = ep__roots; r; r = r->next_root)
 		pthread_mutex_init(&r->heaps_lock, NULL);
 	pthread_mutex_init(&ep__thread_key_lock, NULL);
 	pthread_mutex_init(&ep__thread_spare_lock, NULL);
-	pthread_mutex_init(&g_heaps_lock, NULL);
+	pthread_mutex_init(&ep__heaps_lock, NULL);
 	pthread_mutex_init(&ep__patch_drop_lock, NULL);
 	pthread_mutex_init(&ep__info_lock, NULL);
 	pthread_mutex_init(&ep__meta_lock, NULL);
-	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
+	for (struct ep__heap *p = ep__heaps; p; p = p->gnext) {
 		ep__lock_reset(&p->lock);
 		ep__remote_reset(p);
 		if (p->crange && !p->shares_backend)
@@ -289,14 +286,17 @@ static void atfork_install(void)
 }
 
 /*
- * Under Valgrind, at exit (called by diag.c's destructor): the pool's own copies of
- * the addresses it handed out are made invisible to memcheck's leak scan,
- * so that an allocation the program lost is reported "definitely lost".
+ * Under Valgrind, at exit: the pool's own copies of the addresses it handed
+ * out (its heaps', and ep_lookup()'s entries in info.c) are made invisible
+ * to memcheck's leak scan, so that an allocation the program lost is
+ * reported "definitely lost".  diag.c's destructor calls it through the
+ * hook set with ep__diag_on_exit(): the exit is diag's to see, and the core
+ * it must tell sits above it (a direct call would be a call up).
  */
 static void hide_from_leak_check(void)
 {
-	ep__mutex_lock(&g_heaps_lock);
-	for (struct ep__heap *p = g_heaps; p; p = p->gnext) {
+	ep__mutex_lock(&ep__heaps_lock);
+	for (struct ep__heap *p = ep__heaps; p; p = p->gnext) {
 		for (size_t i = 0; i < p->nranges; i++)
 			ep__diag_hide_word(&p->ranges[i], 2 * sizeof(uintptr_t));
 		for (struct ep__pack *k = p->head; k; k = k->next)
@@ -309,59 +309,12 @@ static void hide_from_leak_check(void)
 			}
 		}
 	}
-	ep__mutex_unlock(&g_heaps_lock);
+	ep__mutex_unlock(&ep__heaps_lock);
+	ep__info_hide();
 }
 
-/* Every heap of every pool, for the handlers (and Valgrind's exit hook). */
-void ep__fork_track(struct ep__heap *h)
+/* Before the first heap is on registry.c's lists: the handlers, once. */
+void ep__fork_setup(void)
 {
 	pthread_once(&g_atfork_once, atfork_install);
-	ep__mutex_lock(&g_heaps_lock);
-	h->gnext = g_heaps;
-	if (g_heaps)
-		g_heaps->gprev = h;
-	g_heaps = h;
-	ep__mutex_unlock(&g_heaps_lock);
-}
-
-void ep__fork_untrack(struct ep__heap *h)
-{
-	ep__mutex_lock(&g_heaps_lock);
-	if (h->gprev)
-		h->gprev->gnext = h->gnext;
-	else
-		g_heaps = h->gnext;
-	if (h->gnext)
-		h->gnext->gprev = h->gprev;
-	ep__mutex_unlock(&g_heaps_lock);
-}
-
-void ep__each_heap(void (*fn)(struct ep__heap *, void *), void *arg)
-{
-	ep__mutex_lock(&g_heaps_lock);
-	for (struct ep__heap *h = g_heaps; h; h = h->gnext)
-		fn(h, arg);
-	ep__mutex_unlock(&g_heaps_lock);
-}
-
-/* Every pool, for the handlers: its heaps_lock is one of the set. */
-void ep__fork_track_pool(struct ep_pool *pool)
-{
-	pthread_once(&g_atfork_once, atfork_install);
-	ep__mutex_lock(&g_roots_lock);
-	pool->next_root = g_roots;
-	g_roots = pool;
-	ep__mutex_unlock(&g_roots_lock);
-}
-
-void ep__fork_untrack_pool(struct ep_pool *pool)
-{
-	ep__mutex_lock(&g_roots_lock);
-	struct ep_pool **pp = &g_roots;
-
-	while (*pp && *pp != pool)
-		pp = &(*pp)->next_root;
-	if (*pp)
-		*pp = pool->next_root;
-	ep__mutex_unlock(&g_roots_lock);
 }

@@ -17,7 +17,7 @@
  * that stays odd (its writer interrupted by the very handler that reads) is
  * passed over after a bounded number of tries.  Free slots are kept on a
  * stack under a mutex that the fork handlers take too (fork.c): a pool's
- * destroy drops its records after its heaps left the handlers' list, so a
+ * destroy drops its records after its heaps left registry.c's list, so a
  * heap lock alone would not keep it free at fork().
  *
  * A staging buffer's address (before ep_finalize()) is looked up under the
@@ -36,11 +36,11 @@
 #include "alloc-state.h"
 #include "diag-symtab.h"
 #include "diag.h"
-#include "fork.h"
 #include "info.h"
 #include "lock.h"
 #include "pack.h"
 #include "patch.h"
+#include "registry.h"
 #include "route.h"
 
 #define SEG0 64

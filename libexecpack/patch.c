@@ -29,7 +29,6 @@
 #include <string.h>
 
 #include "alloc-state.h"
-#include "fork.h"
 #include "heap.h"
 #include "info.h"
 #include "lock.h"
@@ -38,7 +37,6 @@
 #include "patch.h"
 #include "records.h"
 #include "region.h"
-#include "route.h"
 
 /* The window's buffer: rw == exec (mod this), as staging buffers. */
 #define WIN_ALIGN 64
@@ -173,19 +171,6 @@ void ep__patch_forget(struct ep__heap *h, struct ep__alloc *a)
 	patch_free(w);
 }
 
-/* The heap of pool that owns addr, as api.c finds it: no lock. */
-static struct ep__heap *owner_of(const struct ep_pool *pool, const void *addr)
-{
-	void *v = ep__route_get((uintptr_t)addr);
-	struct ep__pack *p;
-
-	if (!v)
-		return NULL;
-	struct ep__heap *h = ep__route_heap(v, &p);
-
-	return h->root == pool ? h : NULL;
-}
-
 /* Open the window on [x, x+len) of a (entered, finalized, with a record). */
 static int window_open(struct ep__heap *h, struct ep__alloc *a, uintptr_t x, size_t len,
 		       void **rw)
@@ -226,21 +211,12 @@ static int window_open(struct ep__heap *h, struct ep__alloc *a, uintptr_t x, siz
 	return 0;
 }
 
-EP_API int ep_patch_begin(struct ep_pool *pool, void *exec, size_t len, void **rw)
+int ep__patch_begin(struct ep__heap *h, void *exec, size_t len, void **rw)
 {
-	if (!pool || !exec || !rw || len == 0)
-		return -EINVAL;
-	if (__builtin_expect(ep__in_fill, 0))
-		return -EDEADLK;
-	ep__fork_check();
-
-	struct ep__heap *h = owner_of(pool, exec);
 	uintptr_t x = (uintptr_t)exec;
 	struct ep__alloc view;
 	int rc;
 
-	if (!h)
-		return -EINVAL;
 	ep__lock(&h->lock);
 	struct ep__alloc *a = ep__alloc_containing(h, x, &view);
 
@@ -307,20 +283,11 @@ static int write_changes(struct ep__heap *h, struct ep__alloc *a)
 }
 
 /* Commit (write) or abort the window opened at exec. */
-static int window_end(struct ep_pool *pool, void *exec, bool write)
+static int window_end(struct ep__heap *h, void *exec, bool write)
 {
-	if (!pool || !exec)
-		return -EINVAL;
-	if (__builtin_expect(ep__in_fill, 0))
-		return -EDEADLK;
-	ep__fork_check();
-
-	struct ep__heap *h = owner_of(pool, exec);
 	struct ep__alloc view;
 	int rc = 0;
 
-	if (!h)
-		return -EINVAL;
 	ep__lock(&h->lock);
 	struct ep__alloc *a = ep__alloc_containing(h, (uintptr_t)exec, &view);
 
@@ -353,12 +320,12 @@ out:
 	return rc;
 }
 
-EP_API int ep_patch_commit(struct ep_pool *pool, void *exec)
+int ep__patch_commit(struct ep__heap *h, void *exec)
 {
-	return window_end(pool, exec, true);
+	return window_end(h, exec, true);
 }
 
-EP_API int ep_patch_abort(struct ep_pool *pool, void *exec)
+int ep__patch_abort(struct ep__heap *h, void *exec)
 {
-	return window_end(pool, exec, false);
+	return window_end(h, exec, false);
 }

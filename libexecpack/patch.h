@@ -49,4 +49,10 @@ void ep__patch_forget(struct ep__heap *h, struct ep__alloc *a);
 /* h is destroyed: the buffers of windows whose code was freed go. */
 void ep__patch_heap_gone(struct ep__heap *h);
 
+/* ep_patch_begin(), ep_patch_commit(), ep_patch_abort() on h, the heap
+ * that owns exec (api.c checked the arguments and found it). */
+int ep__patch_begin(struct ep__heap *h, void *exec, size_t len, void **rw);
+int ep__patch_commit(struct ep__heap *h, void *exec);
+int ep__patch_abort(struct ep__heap *h, void *exec);
+
 #endif /* EP_PATCH_H */

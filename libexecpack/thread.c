@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fork.h"
 #include "heap.h"
 #include "lock.h"
 #include "pack.h"
+#include "registry.h"
 #include "remote.h"
 #include "thread.h"
 #include "track.h"
@@ -150,7 +150,7 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 	if (!pool->max_heaps || pool->nheaps < pool->max_heaps) {
 		h = ep__heap_clone(pool->first);
 		if (h) {
-			ep__fork_track(h);
+			ep__registry_add(h); /* (the handlers are in: ep_pool_create()) */
 			h->next_heap = pool->heaps;
 			VG_HAPPENS_BEFORE(&pool->heaps);
 			EP_YIELD("heap published");

@@ -182,7 +182,7 @@ struct ep__heap {
 	struct ep__alloc *spare_recs;
 	size_t nspare_recs;
 
-	struct ep__heap *gnext, *gprev; /* every heap of every pool, for the fork handlers */
+	struct ep__heap *gnext, *gprev; /* every heap of every pool (registry.c) */
 	char reasons[512];             /* why other backends were not chosen */
 };
 
@@ -197,7 +197,7 @@ struct ep_pool {
 	size_t limit;
 	size_t charged; /* atomic: bytes reserved in all heaps (for limit) */
 	size_t empty_packs; /* atomic: empty packs kept mapped, in all heaps */
-	struct ep_pool *next_root; /* every pool, for the fork handlers (fork.c) */
+	struct ep_pool *next_root; /* every pool (registry.c) */
 };
 
 #endif /* EP_TYPES_H */

@@ -17,7 +17,11 @@
 #   - every source file (C, C++, shell, Python, automake) has an SPDX
 #     licence line at its top.
 #   - no include cycle among libexecpack/'s files: a header that ends up
-#     including itself compiles only by the order of its guards.
+#     including itself compiles only by the order of its guards;
+#   - no call cycle among libexecpack/*.c: a.c calls b.c when it calls a
+#     function that b.c defines (non-static), directly or through a static
+#     inline function of a header; no file calls up into one that calls it,
+#     directly or through others (doc/design.md, "Where things are").
 # Environment: top_srcdir (make check).
 set -u
 
@@ -118,6 +122,84 @@ if ! tsort "${TMPDIR:-/tmp}/includes.$$" >/dev/null 2>"${TMPDIR:-/tmp}/loops.$$"
 fi
 rm -f "${TMPDIR:-/tmp}/includes.$$" "${TMPDIR:-/tmp}/loops.$$"
 
+# --- call cycles -----------------------------------------------------------------
+# python3 reads the calls (comments left out); a lower file tells a higher
+# one only through a hook the higher one registered, which no call names.
+calls=skipped
+if command -v python3 >/dev/null 2>&1; then
+	out=$(python3 - "$srcdir/libexecpack" <<'PY'
+import glob, os, re, sys
+
+os.chdir(sys.argv[1])
+def text(f):
+    return re.sub(r'//[^\n]*|/\*.*?\*/', ' ', open(f).read(), flags=re.S)
+call = re.compile(r'\b(ep_{1,2}\w+)\s*\(')
+owner, body = {}, {}
+for f in sorted(glob.glob('*.c')):
+    body[f] = text(f)
+    for m in re.finditer(r'^(?!static)[A-Za-z_][\w *]*?\b(ep_{1,2}\w+)\s*\([^;{]*\)\s*\{',
+                         body[f], re.M):
+        owner[m.group(1)] = f
+inline = {}  # a header's static inline function: its body
+for h in glob.glob('*.h'):
+    s = text(h)
+    for m in re.finditer(r'^static inline[^;{]*?\b(ep_{1,2}\w+)\s*\([^;{]*\)\s*\{', s, re.M):
+        i, depth = m.end(), 1
+        while depth and i < len(s):
+            depth += {'{': 1, '}': -1}.get(s[i], 0)
+            i += 1
+        inline[m.group(1)] = s[m.end():i]
+def callees(s, seen):
+    for n in sorted(set(call.findall(s))):
+        if n in owner:
+            yield owner[n], n
+        elif n in inline and n not in seen:
+            seen.add(n)
+            yield from ((f, n + '() -> ' + x) for f, x in callees(inline[n], seen))
+edges = {f: {} for f in body}
+for f, s in body.items():
+    for g, n in callees(s, set()):
+        if g != f:
+            edges[f].setdefault(g, n)
+# Tarjan: each strongly connected set of more than one file is a cycle.
+index, low, stack, on, found = {}, {}, [], set(), []
+def visit(v):
+    index[v] = low[v] = len(index)
+    stack.append(v)
+    on.add(v)
+    for w in sorted(edges[v]):
+        if w not in index:
+            visit(w)
+            low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        comp = []
+        while not comp or comp[-1] != v:
+            comp.append(stack.pop())
+            on.discard(comp[-1])
+        if len(comp) > 1:
+            found.append(sorted(comp))
+sys.setrecursionlimit(10000)
+for v in sorted(edges):
+    if v not in index:
+        visit(v)
+for comp in found:
+    print('cycle: ' + '; '.join('%s -> %s (%s)' % (a, b, edges[a][b])
+                                 for a in comp for b in sorted(edges[a]) if b in comp))
+print('edges %d' % sum(len(e) for e in edges.values()))
+PY
+) || { echo "ERROR: python3 could not read the calls in $srcdir/libexecpack"; exit 99; }
+	ncalls=$(echo "$out" | sed -n 's/^edges //p')
+	[ "${ncalls:-0}" -gt 50 ] || { echo "ERROR: found only ${ncalls:-0} calls between files in $srcdir/libexecpack"; exit 99; }
+	calls="$ncalls calls between files without a cycle"
+	echo "$out" | grep '^cycle: ' | while read -r line; do
+		echo "FAIL: libexecpack/ has a call ${line}"
+	done
+	n=$(echo "$out" | grep -c '^cycle: ')
+	failures=$((failures + n))
+fi
+
 # --- licence lines ---------------------------------------------------------------
 # Every source file says its licence in its first lines (SPDX), whatever
 # the tarball or checkout it is read from.
@@ -136,5 +218,5 @@ if [ "$failures" -ne 0 ]; then
 	echo "$failures problem(s)"
 	exit 1
 fi
-echo "PASS: $nmacros configure checks used, $nfns internal functions used, $nincl includes without a cycle, generated files in git: $tracked, $ndocs files in README and design.md, $nspdx files with an SPDX line"
+echo "PASS: $nmacros configure checks used, $nfns internal functions used, $nincl includes without a cycle, call cycles: $calls, generated files in git: $tracked, $ndocs files in README and design.md, $nspdx files with an SPDX line"
 exit 0
