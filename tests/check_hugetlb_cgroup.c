@@ -13,6 +13,8 @@
  * controller and free 2 MiB huge pages; without them it exits 77 (SKIP)
  * saying which is missing.
  */
+#include "config.h"
+
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "execpack.h"
+#include "forkutil.h"
 #include "testutil.h"
 
 #define HUGE_SIZE ((size_t)2 << 20)
@@ -305,40 +308,34 @@ static int auto_pool(unsigned pages)
 /* Runs fn(pages) in a child inside the limited cgroup; asserts it passed. */
 static void in_cgroup(int (*fn)(unsigned), unsigned pages)
 {
-	int pfd[2];
+	struct fu_child ch;
 
 	set_limit(pages * HUGE_SIZE);
-	ck_assert_int_eq(pipe(pfd), 0);
-	pid_t pid = fork();
+	pid_t pid = fu_fork(&ch, FU_FORK);
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		char procs[4096 + 32];
 		int rc;
 
-		close(pfd[0]);
 		fmt(procs, sizeof(procs), "%s/cgroup.procs", cg_dir);
 		rc = write_str(procs, "0");
 		if (rc)
 			child_fail("cannot join %s: %s", cg_dir, strerror(-rc));
 		else
 			rc = fn(pages);
-		if (write(pfd[1], child_msg, strlen(child_msg)) < 0)
+		if (fu_send_buf(&ch, child_msg, strlen(child_msg)) < 0)
 			rc = 2;
 		_exit(rc);
 	}
-	close(pfd[1]);
 	char msg[512];
-	ssize_t n = read(pfd[0], msg, sizeof(msg) - 1);
-	int st;
 
-	msg[n > 0 ? n : 0] = 0;
-	close(pfd[0]);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(!WIFSIGNALED(st), "child died of signal %d (%s) under hugetlb.2MB.max=%u pages",
-		      WIFSIGNALED(st) ? WTERMSIG(st) : 0,
-		      WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "", pages);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %s", msg);
+	fu_recv_text(&ch, msg, sizeof(msg));
+	int st = fu_finish(&ch, -1);
+
+	ck_assert_msg(st <= 128, "child died of signal %d (%s) under hugetlb.2MB.max=%u pages",
+		      st > 128 ? st - 128 : 0, st > 128 ? strsignal(st - 128) : "", pages);
+	ck_assert_msg(st == 0, "child: status %d: %s", st, msg);
 }
 
 START_TEST(test_explicit_limit_zero)

@@ -1545,19 +1545,8 @@ static void raw_child_exit(struct fu_child *c, const char *why)
 /* In the forking thread: the child's status, and what it said into why. */
 static int raw_child_result(struct fu_child *c, char *why, size_t n)
 {
-	ssize_t got, len = 0;
-	int st;
-
-	/* (its message first: the child has exited when its end closes) */
-	while (len < (ssize_t)n - 1 && (got = read(c->rx, why + len, n - 1 - (size_t)len)) != 0) {
-		if (got < 0 && errno != EINTR)
-			break;
-		if (got > 0)
-			len += got;
-	}
-	why[len] = 0;
-	st = fu_finish(c, 30);
-	return st;
+	fu_recv_text(c, why, n); /* (its message first: all it says before it exits) */
+	return fu_finish(c, 30);
 }
 
 static pid_t raw_child_begin(struct fu_child *c)
