@@ -20,7 +20,7 @@
 #     including itself compiles only by the order of its guards;
 #   - no call cycle among libexecpack/*.c: a.c calls b.c when it calls a
 #     function that b.c defines (non-static), directly or through a static
-#     inline function of a header; no file calls up into one that calls it,
+#     inline function or a macro of a header; no file calls up into one that calls it,
 #     directly or through others (doc/design.md, "Where things are").
 # Environment: top_srcdir (make check).
 set -u
@@ -133,14 +133,14 @@ import glob, os, re, sys
 os.chdir(sys.argv[1])
 def text(f):
     return re.sub(r'//[^\n]*|/\*.*?\*/', ' ', open(f).read(), flags=re.S)
-call = re.compile(r'\b(ep_{1,2}\w+)\s*\(')
+call = re.compile(r'\b([A-Za-z_]\w*)\s*\(')
 owner, body = {}, {}
 for f in sorted(glob.glob('*.c')):
     body[f] = text(f)
     for m in re.finditer(r'^(?!static)[A-Za-z_][\w *]*?\b(ep_{1,2}\w+)\s*\([^;{]*\)\s*\{',
                          body[f], re.M):
         owner[m.group(1)] = f
-inline = {}  # a header's static inline function: its body
+inline = {}  # a header's static inline function or function-like macro: its body
 for h in glob.glob('*.h'):
     s = text(h)
     for m in re.finditer(r'^static inline[^;{]*?\b(ep_{1,2}\w+)\s*\([^;{]*\)\s*\{', s, re.M):
@@ -149,6 +149,8 @@ for h in glob.glob('*.h'):
             depth += {'{': 1, '}': -1}.get(s[i], 0)
             i += 1
         inline[m.group(1)] = s[m.end():i]
+    for m in re.finditer(r'^#\s*define\s+(\w+)\([^)]*\)(.*)$', s.replace('\\\n', ' '), re.M):
+        inline[m.group(1)] = m.group(2)
 def callees(s, seen):
     for n in sorted(set(call.findall(s))):
         if n in owner:
