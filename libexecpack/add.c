@@ -95,7 +95,7 @@ static int add_plain(struct ep__heap *h, const void *code, size_t len, size_t re
 	/* diag.c: memcheck's chunk, then what finalizing tells the tools */
 	ep__diag_alloc(h, x, reserved);
 	ep__diag_finalize(h, &none, x, reserved, h->flags);
-	ep__st_leave(p, pos, false);
+	ep__st_leave(p, pos, EP__ST_PLAIN);
 	*exec = x;
 	return 0;
 }
@@ -196,7 +196,7 @@ int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size)
 	if (rc) {
 		/* staging kept, nothing given back: the caller may retry or free */
 		if (p)
-			ep__st_leave(p, c, true);
+			ep__st_leave(p, c, EP__ST_REC);
 		goto out;
 	}
 	ep__code_changed(a->exec, size);

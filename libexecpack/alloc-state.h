@@ -90,7 +90,7 @@
 #include "types.h"
 #include "wait.h"
 
-enum {
+enum ep__st {
 	EP__ST_NONE = 0,
 	EP__ST_REC,
 	EP__ST_PLAIN,
@@ -160,12 +160,20 @@ static inline int ep__st_enter(struct ep__pack *p, size_t c)
 	return -EINVAL; /* freed, never allocated, or a lock-free free owns it */
 }
 
-/* Heap lock held: the call is done; rec says whether it has a record.
- * (REC or BUSY until this store: nobody else writes the byte.) */
-static inline void ep__st_leave(struct ep__pack *p, size_t c, bool rec)
+/* The state an entered allocation goes back to as it was: REC if it has a
+ * record. */
+static inline enum ep__st ep__st_as_is(const struct ep__alloc *a)
+{
+	return a->norec ? EP__ST_PLAIN : EP__ST_REC;
+}
+
+/* Heap lock held: the call is done; to: EP__ST_REC if it has a record,
+ * else EP__ST_PLAIN.  (REC or BUSY until this store: nobody else writes
+ * the byte.) */
+static inline void ep__st_leave(struct ep__pack *p, size_t c, enum ep__st to)
 {
 	EP_YIELD("state leave");
-	unsigned char s = ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN);
+	unsigned char s = ep__st_with(ep__st_byte(p, c), to);
 
 	ep__store_release(&p->state[c], s);
 }
@@ -179,10 +187,10 @@ static inline void ep__st_resize(struct ep__pack *p, size_t c, size_t n)
 
 /* A child that ran no fork handler, before any other of its threads goes
  * on: the holder that left the allocation at c BUSY vanished at the fork;
- * rec: it has a record (remote.c). */
-static inline void ep__st_unbusy(struct ep__pack *p, size_t c, bool rec)
+ * to: EP__ST_REC if it has a record, else EP__ST_PLAIN (remote.c). */
+static inline void ep__st_unbusy(struct ep__pack *p, size_t c, enum ep__st to)
 {
-	unsigned char s = ep__st_with(ep__st_byte(p, c), rec ? EP__ST_REC : EP__ST_PLAIN);
+	unsigned char s = ep__st_with(ep__st_byte(p, c), to);
 
 	ep__store_release(&p->state[c], s);
 }

@@ -55,13 +55,13 @@ void ep__vg_finalize(void *exec, size_t size)
 	(void)exec, (void)size;
 }
 
-void ep__vg_free(struct ep__heap *heap, void *exec, size_t size, bool unmapped)
+void ep__vg_free(struct ep__heap *heap, void *exec, size_t size, enum ep__freed how)
 {
 	if (!RUNNING_ON_VALGRIND)
 		return;
 	VALGRIND_MEMPOOL_FREE(heap, exec);
 	/* the trap fill stays readable, as it is without Valgrind */
-	if (!unmapped)
+	if (how == EP__FREED_MAPPED)
 		VALGRIND_MAKE_MEM_DEFINED(exec, size);
 	(void)heap, (void)size;
 }

@@ -38,12 +38,18 @@
 
 struct ep__heap;
 
+/* What became of a freed allocation's memory. */
+enum ep__freed {
+	EP__FREED_MAPPED,   /* chunks given back, still mapped (trap fill) */
+	EP__FREED_UNMAPPED, /* a large allocation's mapping, unmapped */
+};
+
 /* Under Valgrind only (each returns at once otherwise, but for finalize,
  * whose request is a no-op outside Valgrind): */
 /* the finalized code is defined */
 void ep__vg_finalize(void *exec, size_t size);
-/* the allocation is gone; unmapped: its memory was unmapped */
-void ep__vg_free(struct ep__heap *heap, void *exec, size_t size, bool unmapped);
+/* the allocation is gone */
+void ep__vg_free(struct ep__heap *heap, void *exec, size_t size, enum ep__freed how);
 /* the allocation now ends size bytes after exec */
 void ep__vg_shrink(struct ep__heap *heap, void *exec, size_t old_size, size_t size);
 /* the pool is gone */

@@ -153,8 +153,13 @@ void ep__diag_finalize_slow(struct ep__heap *heap, struct ep__diag **d, void *ex
 	pthread_mutex_unlock(&g_lock);
 }
 
-/* defer: ep_pool_destroy(), which tells gdb once at its end */
-static void record_drop(struct ep__diag **d, bool defer)
+/* When gdb hears that a record's symbols are gone. */
+enum gdb_when {
+	GDB_NOW,
+	GDB_DEFER, /* ep_pool_destroy(), which tells gdb once at its end */
+};
+
+static void record_drop(struct ep__diag **d, enum gdb_when when)
 {
 	struct ep__diag *r = *d;
 
@@ -162,7 +167,7 @@ static void record_drop(struct ep__diag **d, bool defer)
 		return;
 	pthread_mutex_lock(&g_lock);
 	unw_unregister(r);
-	if (defer)
+	if (when == GDB_DEFER)
 		ep__gdbjit_forget(&r->gdb);
 	else
 		gdb_unregister(r);
@@ -181,10 +186,10 @@ static void record_drop(struct ep__diag **d, bool defer)
 }
 
 void ep__diag_free_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
-			size_t size, bool unmapped)
+			size_t size, enum ep__freed how)
 {
-	record_drop(d, false);
-	ep__vg_free(heap, exec, size, unmapped);
+	record_drop(d, GDB_NOW);
+	ep__vg_free(heap, exec, size, how);
 }
 
 void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
@@ -224,7 +229,7 @@ void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec
 
 void ep__diag_forget(struct ep__diag **d)
 {
-	record_drop(d, true);
+	record_drop(d, GDB_DEFER);
 }
 
 /* After the pool's forgets: gdb hears of every file they changed once,

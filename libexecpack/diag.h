@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "diag-valgrind.h"
 #include "internal.h"
 
 struct ep__heap; /* types.h: one heap (a key for memcheck, never looked into) */
@@ -24,7 +25,7 @@ void ep__diag_alloc_slow(struct ep__heap *heap, void *exec, size_t size);
 void ep__diag_finalize_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
 			    size_t size, unsigned pool_flags);
 void ep__diag_free_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,
-			size_t size, bool unmapped);
+			size_t size, enum ep__freed how);
 
 /* The hooks below are on the hot paths: outside Valgrind, for an
  * allocation without a name or unwind info, they cost one test. */
@@ -44,12 +45,12 @@ static inline void ep__diag_finalize(struct ep__heap *heap, struct ep__diag **d,
 		ep__diag_finalize_slow(heap, d, exec, size, pool_flags);
 }
 
-/* ep_free(): the allocation is gone; unmapped: its memory was unmapped. */
+/* ep_free(): the allocation is gone. */
 static inline void ep__diag_free(struct ep__heap *heap, struct ep__diag **d, void *exec,
-				 size_t size, bool unmapped)
+				 size_t size, enum ep__freed how)
 {
 	if (*d || ep__under_valgrind())
-		ep__diag_free_slow(heap, d, exec, size, unmapped);
+		ep__diag_free_slow(heap, d, exec, size, how);
 }
 
 void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec,

@@ -70,9 +70,9 @@ void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, stru
 /* diag.c: its name, libunwind entry and memcheck chunk go, before its
  * address is anyone else's (a large mapping's range may be taken at once:
  * by another heap in a code range, by anything after munmap). */
-static void alloc_undiag(struct ep__heap *h, struct ep__alloc *a, bool unmapped)
+static void alloc_undiag(struct ep__heap *h, struct ep__alloc *a, enum ep__freed how)
 {
-	ep__diag_free(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec, unmapped);
+	ep__diag_free(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec, how);
 }
 
 /* The allocation is gone (chunks or mapping given back, diagnostics
@@ -266,10 +266,10 @@ static inline int alloc_enter(const struct ep__alloc *a)
 	return a->pack ? ep__st_enter(a->pack, a->chunk) : 0;
 }
 
-static inline void alloc_leave(struct ep__pack *p, size_t c, bool rec)
+static inline void alloc_leave(struct ep__pack *p, size_t c, enum ep__st to)
 {
 	if (p)
-		ep__st_leave(p, c, rec);
+		ep__st_leave(p, c, to);
 }
 
 /* What an allocation of size bytes reserves (heap.h). */
@@ -429,7 +429,7 @@ int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len)
 			if (!rc)
 				ep__code_changed(dst, len);
 		}
-		alloc_leave(a->pack, a->chunk, !a->norec);
+		alloc_leave(a->pack, a->chunk, ep__st_as_is(a));
 	}
 	ep__unlock(&h->lock);
 	return rc;
@@ -491,7 +491,7 @@ int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec)
 		rc = copy_in(h, a);
 	if (rc) {
 		/* staging kept: nothing is lost, the caller may retry or free */
-		alloc_leave(p, c, true);
+		alloc_leave(p, c, EP__ST_REC);
 		goto out;
 	}
 	ep__patch_finalized(h, a); /* the staging buffer given back or kept */
@@ -524,12 +524,12 @@ int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 				rc = refill(h, a);
 			if (rc) {
 				/* still live and intact; the caller may retry */
-				alloc_leave(a->pack, a->chunk, !a->norec);
+				alloc_leave(a->pack, a->chunk, ep__st_as_is(a));
 				goto out;
 			}
 		}
 		ep__pack_give_back(h, a->pack, a->chunk, a->reserved >> h->shift, EP__GIVE_FREE);
-		alloc_undiag(h, a, false);
+		alloc_undiag(h, a, EP__FREED_MAPPED);
 	} else {
 		if (a->large.sealed && (rc = ep__own_region(h, &a->large)))
 			goto out; /* its refill could not be done: still live */
@@ -540,7 +540,7 @@ int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 		void *gone = a->large.exec;
 		size_t len = a->large.size;
 
-		alloc_undiag(h, a, true);
+		alloc_undiag(h, a, EP__FREED_UNMAPPED);
 		ep__region_drop(h, &a->large);
 		/* unmapped: nothing for the CPU's caches; Valgrind must not run
 		 * its old translations of whatever is mapped here next */
@@ -597,7 +597,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 		if (!rc)
 			rc = ep__region_fill(h, r, ep__alloc_region_off(a) + keep, cut);
 		if (rc) {
-			alloc_leave(a->pack, a->chunk, !a->norec);
+			alloc_leave(a->pack, a->chunk, ep__st_as_is(a));
 			goto out; /* still whole and intact */
 		}
 		ep__code_changed((void *)(a->key + keep), cut);
@@ -611,7 +611,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
 	ep__patch_changed(h, a);
 	ep__uncharge(h, cut);
-	alloc_leave(a->pack, a->chunk, !a->norec);
+	alloc_leave(a->pack, a->chunk, ep__st_as_is(a));
 out:
 	ep__unlock(&h->lock);
 	return rc;
@@ -640,7 +640,7 @@ static int with_record(struct ep__heap *h, void *exec,
 	struct ep__alloc *kept = ep__rec_keep(h, a);
 
 	if (!kept) {
-		alloc_leave(p, c, false); /* (only a view lacks one) */
+		alloc_leave(p, c, EP__ST_PLAIN); /* (only a view lacks one) */
 		rc = -ENOMEM;
 		goto out;
 	}

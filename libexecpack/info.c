@@ -250,10 +250,17 @@ static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
 	return false;
 }
 
-/* The entry whose exec range (by_rw: patch buffer) holds addr; key: the
- * allocation's first byte (by_rw: the buffer's), for the hint, or 0. */
-static bool entry_find(uintptr_t addr, bool by_rw, uintptr_t key, struct ep__info_entry *e)
+/* Which range of an entry entry_find() matches an address against. */
+enum find_by {
+	BY_EXEC, /* the code */
+	BY_RW,   /* its patch window's writable buffer */
+};
+
+/* The entry whose exec range (BY_RW: patch buffer) holds addr; key: the
+ * allocation's first byte (BY_RW: the buffer's), for the hint, or 0. */
+static bool entry_find(uintptr_t addr, enum find_by by, uintptr_t key, struct ep__info_entry *e)
 {
+	const bool by_rw = by == BY_RW;
 	size_t high = ep__load_acquire(&g_high);
 	const uint32_t *hints = ep__load_acquire(&g_hints);
 
@@ -336,7 +343,7 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 
 	out->pool = h->root;
 	if (!p) {
-		have = entry_find(addr, false, 0, &e);
+		have = entry_find(addr, BY_EXEC, 0, &e);
 		if (!have || !(e.flags & EP__INFO_LARGE))
 			return -ENOENT;
 		lo = e.lo;
@@ -382,7 +389,7 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 			out->size = hi - lo;
 			return 0;
 		}
-		have = entry_find(addr, false, base + (s << p->shift), &e);
+		have = entry_find(addr, BY_EXEC, base + (s << p->shift), &e);
 		if (have && (e.lo != lo || e.hi > hi))
 			have = false; /* an older allocation's entry */
 	}
@@ -468,7 +475,7 @@ EP_API int ep_lookup(const void *addr, struct ep_info *out)
 		return rc;
 	memset(out, 0, sizeof(*out));
 	/* a patch window or kept staging: the allocation of its exec twin */
-	if (entry_find(x, true, x, &e)) {
+	if (entry_find(x, BY_RW, x, &e)) {
 		rc = lookup_exec(e.plo + (x - e.prw), out);
 		if (rc != -ENOENT)
 			return rc;

@@ -239,7 +239,7 @@ int ep__patch_begin(struct ep__heap *h, void *exec, size_t len, void **rw)
 			a = kept;
 	}
 	if (p)
-		ep__st_leave(p, c, a->norec ? false : ep__rec_settle(h, a));
+		ep__st_leave(p, c, ep__rec_settle(h, a)); /* (a view: PLAIN) */
 out:
 	ep__unlock(&h->lock);
 	return rc;
@@ -282,8 +282,13 @@ static int write_changes(struct ep__heap *h, struct ep__alloc *a)
 	return rc;
 }
 
-/* Commit (write) or abort the window opened at exec. */
-static int window_end(struct ep__heap *h, void *exec, bool write)
+enum window_end_how {
+	WINDOW_COMMIT, /* the changes written into the code */
+	WINDOW_ABORT,
+};
+
+/* Commit or abort the window opened at exec. */
+static int window_end(struct ep__heap *h, void *exec, enum window_end_how how)
 {
 	struct ep__alloc view;
 	int rc = 0;
@@ -305,7 +310,7 @@ static int window_end(struct ep__heap *h, void *exec, bool write)
 
 	if (p && (rc = ep__st_enter(p, c)))
 		goto out;
-	if (write)
+	if (how == WINDOW_COMMIT)
 		rc = write_changes(h, a);
 	if (!rc) {
 		/* (an error leaves the window open: committing again rewrites
@@ -322,10 +327,10 @@ out:
 
 int ep__patch_commit(struct ep__heap *h, void *exec)
 {
-	return window_end(h, exec, true);
+	return window_end(h, exec, WINDOW_COMMIT);
 }
 
 int ep__patch_abort(struct ep__heap *h, void *exec)
 {
-	return window_end(h, exec, false);
+	return window_end(h, exec, WINDOW_ABORT);
 }

@@ -169,20 +169,20 @@ struct ep__alloc *ep__rec_keep(struct ep__heap *h, struct ep__alloc *v)
 	return a;
 }
 /* A finalized pack allocation with nothing but its chunks to remember
- * gives its record up (see the top of this file).  Whether it has one. */
-bool ep__rec_settle(struct ep__heap *h, struct ep__alloc *a)
+ * gives its record up (see the top of this file).  The state it is left in. */
+enum ep__st ep__rec_settle(struct ep__heap *h, struct ep__alloc *a)
 {
 	if (a->norec)
-		return false;
+		return EP__ST_PLAIN;
 	if (!a->pack || a->staging || a->diag || a->offset || a->patch) {
 		/* info.c: finalized code with a record, for ep_lookup() (no
 		 * entry without memory: it is then reported not finalized) */
 		if (!a->staging && (a->pack || a->info))
 			(void)ep__info_update(h, a);
-		return true;
+		return EP__ST_REC;
 	}
 	ep__info_drop(a);
 	ep__hash_remove(h, a);
 	ep__rec_put(h, a);
-	return false;
+	return EP__ST_PLAIN;
 }

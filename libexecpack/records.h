@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "alloc-state.h"
 #include "types.h"
 
 static inline size_t ep__hash_index(const struct ep__heap *h, uintptr_t key)
@@ -54,7 +55,8 @@ static inline unsigned char *ep__stage_base(unsigned char *buf)
  * diagnostics to.  NULL without memory for one. */
 struct ep__alloc *ep__rec_keep(struct ep__heap *h, struct ep__alloc *v);
 /* A finalized pack allocation with nothing but its chunks to remember
- * gives its record up.  Whether it has one after. */
-bool ep__rec_settle(struct ep__heap *h, struct ep__alloc *a);
+ * gives its record up.  The state it is left in: EP__ST_REC if it has one
+ * after, else EP__ST_PLAIN. */
+enum ep__st ep__rec_settle(struct ep__heap *h, struct ep__alloc *a);
 
 #endif /* EP_RECORDS_H */

@@ -268,7 +268,8 @@ void ep__remote_reset(struct ep__heap *h)
 				/* (a free from another thread would wait for that
 				 * holder for ever) */
 				if (ep__st_get(p, c) == EP__ST_BUSY)
-					ep__st_unbusy(p, c, ep__hash_find(h, key) != NULL);
+					ep__st_unbusy(p, c, ep__hash_find(h, key) ? EP__ST_REC
+										  : EP__ST_PLAIN);
 			}
 	}
 	for (struct ep__pack *p = h->spare_packs; p; p = p->next)

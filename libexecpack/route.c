@@ -47,8 +47,16 @@ static void *node_get(void **slot, size_t size)
 	return n;
 }
 
-static void **entry(uintptr_t page, bool make)
+/* Whether entry() makes the nodes on the way to a page's entry. */
+enum entry_how {
+	ENTRY_FIND, /* NULL where one is missing */
+	ENTRY_MAKE, /* NULL without memory for one */
+};
+
+static void **entry(uintptr_t page, enum entry_how how)
 {
+	const bool make = how == ENTRY_MAKE;
+
 	if (page >> (3 * EP__ROUTE_BITS))
 		return NULL;
 	void **top = (void **)&ep__route_top[(page >> (2 * EP__ROUTE_BITS)) & EP__ROUTE_MASK];
@@ -76,11 +84,11 @@ int ep__route_set(uintptr_t lo, size_t len, void *owner)
 
 	/* make every node first, so that a failure leaves nothing set */
 	for (uintptr_t p = first; p < end; p = (p | EP__ROUTE_MASK) + 1)
-		if (!entry(p, true))
+		if (!entry(p, ENTRY_MAKE))
 			return -ENOMEM;
 	EP_YIELD("route set");
 	for (uintptr_t p = first; p < end; p++)
-		ep__store_release(entry(p, false), owner);
+		ep__store_release(entry(p, ENTRY_FIND), owner);
 	return 0;
 }
 
@@ -92,7 +100,7 @@ void ep__route_clear(uintptr_t lo, size_t len)
 
 	EP_YIELD("route clear");
 	for (uintptr_t p = first; p < end; p++) {
-		void **e = entry(p, false);
+		void **e = entry(p, ENTRY_FIND);
 
 		if (e)
 			ep__store_release(e, NULL);
