@@ -197,10 +197,7 @@ static bool grow_failed_only_here(int rc)
  * and that pack's summary (bitmap.h) the lowest fitting run, however
  * fragmented the pack is.
  */
-/* (out of line even with link-time optimization: make bench-instructions
- * counts first fit by this name) */
-__attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
-					    struct ep__pack **outp, size_t *pos)
+int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *pos)
 {
 	unsigned gen = ep__fork_generation();
 	size_t slot;
@@ -251,10 +248,7 @@ __attribute__((noinline)) int ep__pack_find(struct ep__heap *h, size_t n,
 	*pos = 0;
 	return rc;
 }
-/* (out of line, as ep__pack_give_back(): make bench-instructions counts
- * taking and giving back, the summary's upkeep included, by their names) */
-__attribute__((noinline)) void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos,
-					    size_t n)
+void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
 {
 	EP_YIELD("empty packs");
 	if (p->cached) {
@@ -275,8 +269,8 @@ __attribute__((noinline)) void ep__pack_take(struct ep__heap *h, struct ep__pack
 /* Chunks [pos, pos+n) are free again; the allocation starting at pos is
  * gone unless it only shrank (EP__GIVE_TAIL).  A lock-free free counted
  * itself (EP__GIVE_COUNTED_FREE; remote.c). */
-__attribute__((noinline)) void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p,
-						 size_t pos, size_t n, enum ep__give how)
+void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n,
+			enum ep__give how)
 {
 	bool counted = how == EP__GIVE_COUNTED_FREE, tail = how == EP__GIVE_TAIL;
 
