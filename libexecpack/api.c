@@ -120,25 +120,8 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 	free(pool);
 }
 
-EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
-{
-	if (!pool)
-		return -EINVAL;
-	if (__builtin_expect(ep__in_fill, 0))
-		return -EDEADLK;
-	ep__fork_check();
-	struct ep__heap *h = ep__home(pool);
-	int rc = h ? ep__heap_alloc(h, size, out) : -ENOMEM;
-
-	/* no tail call: memcheck's report of a lost allocation names ep_alloc */
-	__asm__ volatile("");
-	return rc;
-}
-
 /* Whether a call may go on: -EDEADLK inside a fill function, else 0 (a
- * raw fork child reset first).  A call on an existing allocation then
- * goes to the heap that owns its address (owner_of()), whichever thread
- * makes it. */
+ * raw fork child reset first). */
 static inline int call_refused(void)
 {
 	if (__builtin_expect(ep__in_fill, 0))
@@ -147,51 +130,75 @@ static inline int call_refused(void)
 	return 0;
 }
 
-EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
+/* The start of every call on an existing allocation: call_refused(), then
+ * the heap that owns addr (owner_of()), whichever thread makes the call.
+ * 0 and *h, *pack set; or call_refused()'s error, or -EINVAL where pool
+ * owns nothing at addr. */
+static inline int call_owner(const struct ep_pool *pool, const void *addr, struct ep__heap **h,
+			     struct ep__pack **pack)
 {
-	if (!pool || !dst || (!src && len))
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	*h = owner_of(pool, addr, pack);
+	return *h ? 0 : -EINVAL;
+}
+
+EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
+{
+	if (!pool)
 		return -EINVAL;
 	int rc = call_refused();
 
 	if (rc)
 		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, dst, &pack);
+	struct ep__heap *h = ep__home(pool);
 
-	return h ? ep__heap_write(h, dst, src, len) : -EINVAL;
+	rc = h ? ep__heap_alloc(h, size, out) : -ENOMEM;
+	/* no tail call: memcheck's report of a lost allocation names ep_alloc */
+	__asm__ volatile("");
+	return rc;
+}
+
+EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
+{
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
+	if (!pool || !dst || (!src && len))
+		return -EINVAL;
+	int rc = call_owner(pool, dst, &h, &pack);
+
+	return rc ? rc : ep__heap_write(h, dst, src, len);
 }
 
 EP_API int ep_finalize(struct ep_pool *pool, void *exec)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__heap_finalize(h, pack, exec) : -EINVAL;
+	return rc ? rc : ep__heap_finalize(h, pack, exec);
 }
 
 EP_API int ep_free(struct ep_pool *pool, void *exec)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec)
 		return -EINVAL;
-	if (__builtin_expect(ep__in_fill, 0))
-		return -EDEADLK;
-	ep__fork_check();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	if (!h)
-		return -EINVAL;
+	if (rc)
+		return rc;
 	/* another thread's heap: free without its lock (remote.c) if it can */
 	if (pack && !is_home(pool, h)) {
-		int rc = ep__remote_free(pack, exec);
-
+		rc = ep__remote_free(pack, exec);
 		if (rc <= 0)
 			return rc;
 	}
@@ -200,59 +207,51 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 
 EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__heap_shrink(h, exec, size) : -EINVAL;
+	return rc ? rc : ep__heap_shrink(h, exec, size);
 }
 
 /* Patch windows (patch.c): the owner's lock is taken there. */
 EP_API int ep_patch_begin(struct ep_pool *pool, void *exec, size_t len, void **rw)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec || !rw || len == 0)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__patch_begin(h, exec, len, rw) : -EINVAL;
+	return rc ? rc : ep__patch_begin(h, exec, len, rw);
 }
 
 EP_API int ep_patch_commit(struct ep_pool *pool, void *exec)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__patch_commit(h, exec) : -EINVAL;
+	return rc ? rc : ep__patch_commit(h, exec);
 }
 
 EP_API int ep_patch_abort(struct ep_pool *pool, void *exec)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__patch_abort(h, exec) : -EINVAL;
+	return rc ? rc : ep__patch_abort(h, exec);
 }
 
 EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exec)
@@ -261,9 +260,10 @@ EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exe
 		*exec = NULL;
 	if (!pool || !code || !exec || len == 0)
 		return -EINVAL;
-	if (__builtin_expect(ep__in_fill, 0))
-		return -EDEADLK;
-	ep__fork_check();
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
 	struct ep__heap *h = ep__home(pool);
 
 	return h ? ep__heap_add(h, code, len, exec) : -ENOMEM;
@@ -271,59 +271,51 @@ EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exe
 
 EP_API int ep_finalize_size(struct ep_pool *pool, void *exec, size_t size)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec || size == 0)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__heap_finalize_size(h, exec, size) : -EINVAL;
+	return rc ? rc : ep__heap_finalize_size(h, exec, size);
 }
 
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec || !name)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__heap_set_name(h, exec, name, 0) : -EINVAL;
+	return rc ? rc : ep__heap_set_name(h, exec, name, 0);
 }
 
 EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!size || !pool || !exec || !name)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__heap_set_name(h, exec, name, size) : -EINVAL;
+	return rc ? rc : ep__heap_set_name(h, exec, name, size);
 }
 
 EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
 			 size_t frame)
 {
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
 	if (!pool || !exec)
 		return -EINVAL;
-	int rc = call_refused();
+	int rc = call_owner(pool, exec, &h, &pack);
 
-	if (rc)
-		return rc;
-	struct ep__pack *pack;
-	struct ep__heap *h = owner_of(pool, exec, &pack);
-
-	return h ? ep__heap_set_unwind(h, exec, kind, prologue, frame) : -EINVAL;
+	return rc ? rc : ep__heap_set_unwind(h, exec, kind, prologue, frame);
 }
 
 /*
@@ -403,10 +395,10 @@ EP_API int ep_pool_trim(struct ep_pool *pool, size_t *released)
 		*released = 0;
 	if (!pool)
 		return -EINVAL;
-	if (__builtin_expect(ep__in_fill, 0))
-		return -EDEADLK;
-	ep__fork_check();
+	int rc = call_refused();
 
+	if (rc)
+		return rc;
 	size_t n = 0;
 
 	/* one heap's lock at a time: the heaps of threads still running are
