@@ -292,23 +292,10 @@ static size_t end_unlocked(const struct ep__pack *p, size_t pos, size_t nchunks)
 	size_t e = nchunks;
 
 	for (int tries = 0; tries < 1000; tries++) {
-		unsigned s = ep__load_acquire(&p->seq);
+		unsigned s = ep__pack_read_begin(p);
 
-		e = nchunks;
-		for (size_t i = pos + 1; i < nchunks; i = (i / 64 + 1) * 64) {
-			size_t w = i / 64;
-			uint64_t stop = (ep__load_relaxed(&p->start[w]) |
-					 ~ep__load_relaxed(&p->used[w])) &
-					(~(uint64_t)0 << (i % 64));
-
-			if (stop) {
-				e = w * 64 + (size_t)__builtin_ctzll(stop);
-				e = e < nchunks ? e : nchunks;
-				break;
-			}
-		}
-		ep__fence_acquire();
-		if (!(s & 1) && ep__load_relaxed(&p->seq) == s)
+		e = ep__pack_end_racy(p, pos, nchunks);
+		if (ep__pack_read_ok(p, s))
 			break;
 	}
 	return e;

@@ -66,11 +66,12 @@
 #include "wait.h"
 
 /* ep__alloc_end() (lookup.c) on maps the owner may be changing: retried
- * while the pack's seq is odd or moved (a sequence lock's reader). */
+ * while the pack's seq is odd or moved (pack-seq.h), for as long as it
+ * takes. */
 static size_t racy_end(const struct ep__pack *p, size_t pos)
 {
 	for (unsigned spins = 0;; spins++) {
-		unsigned s = ep__load_acquire(&p->seq);
+		unsigned s = ep__pack_read_begin(p);
 
 		if (s & 1) {
 			/* the owner is inside a few bitmap stores; only its
@@ -86,22 +87,10 @@ static size_t racy_end(const struct ep__pack *p, size_t pos)
 			continue;
 		}
 		/* (commit.c grows it) */
-		size_t nchunks = ep__load_relaxed(&p->nchunks), e = nchunks;
+		size_t nchunks = ep__load_relaxed(&p->nchunks);
+		size_t e = ep__pack_end_racy(p, pos, nchunks);
 
-		for (size_t i = pos + 1; i < nchunks; i = (i / 64 + 1) * 64) {
-			size_t w = i / 64;
-			uint64_t stop = (ep__load_relaxed(&p->start[w]) |
-					 ~ep__load_relaxed(&p->used[w])) &
-					(~(uint64_t)0 << (i % 64));
-
-			if (stop) {
-				e = w * 64 + (size_t)__builtin_ctzll(stop);
-				e = e < nchunks ? e : nchunks;
-				break;
-			}
-		}
-		ep__fence_acquire();
-		if (ep__load_relaxed(&p->seq) == s)
+		if (ep__pack_read_ok(p, s))
 			return e;
 	}
 }
