@@ -50,7 +50,7 @@ static inline bool is_home(const struct ep_pool *pool, const struct ep__heap *h)
 	return slot->heap == h && slot->pool == pool && slot->id == pool->id;
 }
 
-static uint64_t g_pool_ids;
+static _Atomic uint64_t g_pool_ids;
 
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 {
@@ -82,7 +82,8 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	first->root = pool;
 	ep__fork_setup();
 	ep__registry_add(first);
-	pool->first = pool->heaps = first;
+	pool->first = first;
+	ep__store_relaxed(&pool->heaps, first);
 	pool->nheaps = 1;
 	pool->limit = first->limit;
 	pool->max_heaps = ep__heaps_wanted(first);
@@ -106,10 +107,10 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 	ep__fork_check();
 	ep__registry_remove_pool(pool);
 	/* the first heap last: it closes the backend the others share */
-	for (struct ep__heap *h = pool->heaps, *n; h; h = n) {
+	for (struct ep__heap *h = ep__load_relaxed(&pool->heaps), *n; h; h = n) {
 		n = h->next_heap;
 		ep__registry_remove(h);
-		ep__thread_put(h->owner);
+		ep__thread_put(ep__load_relaxed(&h->owner));
 		if (h != pool->first)
 			ep__heap_destroy(h);
 	}

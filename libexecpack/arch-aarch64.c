@@ -28,7 +28,7 @@ void ep__fill_default(void *dst, size_t len, void *ctx)
 }
 
 /* 0: not tried yet, 1: registered, -1: not available */
-static int g_sync_core;
+static _Atomic int g_sync_core;
 
 static int membarrier_cmd(int cmd)
 {

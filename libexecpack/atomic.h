@@ -35,12 +35,19 @@
  * and fail relaxed: the loop reloads.  The add/sub helpers return the new
  * value.
  *
- * The helpers take a pointer to a plain or an _Atomic object: fields that
+ * The helpers take a pointer to a plain or an _Atomic object.  Fields that
  * only these helpers touch are _Atomic (a plain access to one would be a
- * seq_cst atomic, so none may be left); fields that code holding a lock
- * also updates with plain reads and writes (bitmap words, chunk states, a
- * pack's length and seq, the stats tally) stay plain, as their hot paths
- * are written for that, and only their racing accesses come here.  The
+ * seq_cst atomic, so none may be left): the lock's word and bias fields, a
+ * heap's remote-free fields, owner and orphan flag, a pack's pins and
+ * queued flag, the pool's heap list and counts, thread references, the
+ * lazily probed settings, diag-symtab.c's seqlock slots.  Fields that code holding a lock also reads and
+ * writes plainly stay plain, as their hot paths are written for that, and
+ * only their racing accesses come here: bitmap words (used, start, and the
+ * done maps that share their allocation), chunk states, a pack's length,
+ * seq and region (r.exec, r.gen: struct ep__region is every backend's),
+ * the stats tally, info.c's seqlock slots (a plain struct ep__info_entry,
+ * copied field by field), the route table's slots (void * nodes), info.c's
+ * hint table, and the test knobs ep__valgrind and ep__bias_ok.  The
  * cast drops _Atomic (the comma makes an rvalue, whose type has no
  * qualifier), which clang's builtins require: _Atomic and plain objects of
  * these sizes have the same representation on the targets the library

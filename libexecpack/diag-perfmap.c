@@ -20,7 +20,7 @@
 
 bool ep__perfmap_wanted(unsigned pool_flags)
 {
-	static int env = -1;
+	static _Atomic int env = -1;
 	int e = ep__load_relaxed(&env);
 
 	if (pool_flags & EP_F_PERFMAP)

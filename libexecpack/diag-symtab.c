@@ -33,13 +33,13 @@
 #define NSEG 26
 
 struct sym_slot {
-	unsigned long seq; /* odd while a writer is changing the slot */
-	uintptr_t lo, hi;  /* hi == 0: empty */
-	uint64_t name[NAME_WORDS];
+	_Atomic unsigned long seq; /* odd while a writer is changing the slot */
+	_Atomic uintptr_t lo, hi;  /* hi == 0: empty */
+	_Atomic uint64_t name[NAME_WORDS];
 };
 
-static struct sym_slot *g_seg[NSEG]; /* atomic pointers, set once each */
-static size_t g_high;                /* atomic: slots [0, g_high) may be in use */
+static struct sym_slot *_Atomic g_seg[NSEG]; /* set once each */
+static _Atomic size_t g_high;        /* slots [0, g_high) may be in use */
 
 /* Writers only, under diag's lock. */
 static size_t *g_free_slots, g_nfree, g_capfree;

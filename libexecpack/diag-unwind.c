@@ -24,7 +24,7 @@
 
 int ep__unwind_default_kind(void)
 {
-	static int kind = -1;
+	static _Atomic int kind = -1;
 	int k = ep__load_relaxed(&kind);
 
 	if (k < 0) {

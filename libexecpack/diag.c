@@ -338,7 +338,7 @@ int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool final
  * ep_lookup()'s entries) sit above this file: the core registers one hook
  * to be told, rather than diag calling up into it.
  */
-static void (*g_on_exit)(void);
+static void (*_Atomic g_on_exit)(void);
 
 void ep__diag_on_exit(void (*fn)(void))
 {

@@ -8,4 +8,4 @@
 #include "internal.h"
 
 int ep__valgrind;    /* set by ep_pool_create() (api.c) */
-unsigned ep__fork_gen; /* raised in a child of fork() (fork.c) */
+_Atomic unsigned ep__fork_gen; /* raised in a child of fork() (fork.c) */

@@ -47,7 +47,7 @@ static const char *env(const char *name)
 #ifdef EP__HAVE_PKEY
 /* The key, -1 until a pool allocates it; read only where a region has
  * EP_GUARD_PKEY, which it has only once this is set. */
-static int lib_key = -1;
+static _Atomic int lib_key = -1;
 /* Windows open in this thread (a signal handler's are closed again before
  * it returns). */
 static __thread unsigned window_depth __attribute__((tls_model("initial-exec")));

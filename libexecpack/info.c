@@ -51,8 +51,8 @@ struct info_slot {
 	struct ep__info_entry e; /* e.hi == 0: empty (every field an atomic word) */
 };
 
-static struct info_slot *g_seg[NSEG]; /* atomic, each set once */
-static size_t g_high;                  /* atomic: slots [0, g_high) may be in use */
+static struct info_slot *_Atomic g_seg[NSEG]; /* each set once */
+static _Atomic size_t g_high;          /* slots [0, g_high) may be in use */
 pthread_mutex_t ep__info_lock = PTHREAD_MUTEX_INITIALIZER; /* g_free, g_high's growth */
 static size_t *g_free, g_nfree, g_capfree;
 

@@ -75,7 +75,7 @@ const char *ep__errno_text(int e);
 
 /* The fork generation: raised in a child of fork(), never in the parent
  * (fork.c); a region made or copied in an older one is shared. */
-extern unsigned ep__fork_gen;
+extern _Atomic unsigned ep__fork_gen;
 
 static inline unsigned ep__fork_generation(void)
 {

@@ -83,7 +83,7 @@ static bool g_failed;      /* opening failed in this process: no retry */
 
 bool ep__jitdump_wanted(unsigned pool_flags)
 {
-	static int env = -1;
+	static _Atomic int env = -1;
 	int e = ep__load_relaxed(&env);
 
 	if (pool_flags & EP_F_JITDUMP)

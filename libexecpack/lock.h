@@ -66,12 +66,12 @@
 #endif
 
 struct ep__lock {
-	int word;
-	/* bias (atomics; see the top of this file) */
-	const void *owner; /* the owning thread (ep__self()), set once; or NULL */
-	int owner_in;      /* the owner holds the lock without the word */
-	int revoked;       /* the owner must take the word */
-	int sleeper;       /* a revoker sleeps on owner_in: the owner wakes it */
+	_Atomic int word;
+	/* bias (see the top of this file) */
+	const void *_Atomic owner; /* the owning thread (ep__self()), set once; or NULL */
+	_Atomic int owner_in;      /* the owner holds the lock without the word */
+	_Atomic int revoked;       /* the owner must take the word */
+	_Atomic int sleeper;       /* a revoker sleeps on owner_in: the owner wakes it */
 	/* with the word held: */
 	unsigned foreign;  /* times another thread revoked the bias */
 	int revoking;      /* this holder revoked it until its unlock */

@@ -14,7 +14,7 @@
 #include "atomic.h"
 #include "internal.h"
 
-static size_t g_page, g_huge;
+static _Atomic size_t g_page, g_huge;
 
 size_t ep__page_size(void)
 {

@@ -246,9 +246,9 @@ void ep__remote_ungate(struct ep__heap *h)
  */
 void ep__remote_reset(struct ep__heap *h)
 {
-	h->remote_gated = 0;
+	ep__store_relaxed(&h->remote_gated, 0);
 	for (struct ep__pack *p = h->head; p; p = p->next) {
-		p->pins = 0;
+		ep__store_relaxed(&p->pins, 0);
 		for (size_t w = 0; w < EP__BITMAP_WORDS(p->nchunks); w++)
 			for (uint64_t st = p->start[w]; st; st &= st - 1) {
 				size_t c = w * 64 + (size_t)__builtin_ctzll(st);
@@ -262,5 +262,5 @@ void ep__remote_reset(struct ep__heap *h)
 			}
 	}
 	for (struct ep__pack *p = h->spare_packs; p; p = p->next)
-		p->pins = 0;
+		ep__store_relaxed(&p->pins, 0);
 }

@@ -136,12 +136,12 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 	unsigned i = 0;
 
 	ep__mutex_lock(&pool->heaps_lock);
-	for (h = pool->heaps; h; h = h->next_heap)
-		if (self && h->owner == self)
+	for (h = ep__load_relaxed(&pool->heaps); h; h = h->next_heap)
+		if (self && ep__load_relaxed(&h->owner) == self)
 			goto found;
-	for (h = pool->heaps; h; h = h->next_heap) {
+	for (h = ep__load_relaxed(&pool->heaps); h; h = h->next_heap) {
 		if (ep__heap_orphaned(h)) {
-			ep__thread_put(h->owner);
+			ep__thread_put(ep__load_relaxed(&h->owner));
 			EP_YIELD("heap adopt");
 			ep__store_release(&h->owner, NULL);
 			goto adopt;
@@ -151,7 +151,7 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 		h = ep__heap_clone(pool->first);
 		if (h) {
 			ep__registry_add(h); /* (the handlers are in: ep_pool_create()) */
-			h->next_heap = pool->heaps;
+			h->next_heap = ep__load_relaxed(&pool->heaps);
 			VG_HAPPENS_BEFORE(&pool->heaps);
 			EP_YIELD("heap published");
 			ep__store_release(&pool->heaps, h);
@@ -160,7 +160,7 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 		}
 	}
 	/* shared: spread the threads over the heaps there are */
-	for (h = pool->heaps; h; h = h->next_heap, i++)
+	for (h = ep__load_relaxed(&pool->heaps); h; h = h->next_heap, i++)
 		if (!pick || (self && ((uintptr_t)self >> 4) % pool->nheaps == i))
 			pick = h;
 	h = pick;

@@ -32,7 +32,7 @@ struct ep__pack;
 
 /* A thread that allocates (thread.c); outlives it while a heap names it. */
 struct ep__thread {
-	unsigned refs; /* atomic */
+	_Atomic unsigned refs;
 	struct ep__thread *next; /* among the spares (ep__thread_spare_lock) */
 };
 
@@ -83,8 +83,8 @@ struct ep__pack {
 	unsigned char *state; /* per chunk: the allocation's state (alloc-state.h) */
 	uint64_t *done;     /* start chunks freed without the lock, refilled */
 	uint64_t *done_sum; /* words of done with a bit set */
-	int queued;         /* on the heap's remote list */
-	unsigned pins;      /* lock-free frees between reading r.exec and done */
+	_Atomic int queued; /* on the heap's remote list */
+	_Atomic unsigned pins; /* lock-free frees between reading r.exec and done */
 	struct ep__pack *rnext;
 };
 
@@ -160,21 +160,21 @@ struct ep__heap {
 	 * packs with chunks to give back, and a gate for fork(); on cache
 	 * lines of their own, away from what the owner writes on every call */
 	char pad0[64];
-	uint64_t remote_frees, remote_used_out;
-	struct ep__pack *remote;
-	int remote_gated;
-	int remote_gate_sleeps; /* a fork() sleeps on a pack's pins */
+	_Atomic uint64_t remote_frees, remote_used_out;
+	struct ep__pack *_Atomic remote;
+	_Atomic int remote_gated;
+	_Atomic int remote_gate_sleeps; /* a fork() sleeps on a pack's pins */
 	char pad1[64];
 	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
 	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__crange *crange; /* ep_config.code_range (the backend's), or NULL */
-	struct ep__thread *owner; /* the thread it belongs to (root->heaps_lock) */
+	struct ep__thread *_Atomic owner; /* the thread it belongs to (root->heaps_lock) */
 	/* 1 while no living thread owns it (none yet, or its thread exited):
 	 * written by thread.c only, read by anyone without a lock (atomic;
 	 * seq_cst: the exit's handshake with a lock-free free, remote.c) */
-	int orphaned;
+	_Atomic int orphaned;
 	struct ep__heap *next_heap; /* the pool's heaps, newest first */
 
 	void *stash[STASH_CLASSES][STASH_DEPTH];
@@ -188,15 +188,15 @@ struct ep__heap {
 
 struct ep_pool {
 	struct ep__heap *first;  /* made with the pool; owns the backend */
-	struct ep__heap *heaps;  /* atomic head: every heap, newest first */
+	struct ep__heap *_Atomic heaps; /* head: every heap, newest first */
 	unsigned nheaps;        /* (heaps_lock) */
 	unsigned max_heaps;     /* EXECPACK_HEAPS, or 1 for a backend whose calls
 				 * must not overlap; 0: one per thread */
 	uint64_t id;            /* tells a reused address from this pool */
 	pthread_mutex_t heaps_lock;
 	size_t limit;
-	size_t charged; /* atomic: bytes reserved in all heaps (for limit) */
-	size_t empty_packs; /* atomic: empty packs kept mapped, in all heaps */
+	_Atomic size_t charged; /* bytes reserved in all heaps (for limit) */
+	_Atomic size_t empty_packs; /* empty packs kept mapped, in all heaps */
 	struct ep_pool *next_root; /* every pool (registry.c) */
 };
 

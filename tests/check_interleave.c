@@ -382,7 +382,7 @@ static unsigned char g_trap[EP_CHUNK_SIZE] __attribute__((aligned(EP_CHUNK_SIZE)
 
 static void check_traps(const char *where)
 {
-	for (struct ep__heap *h = __atomic_load_n(&g_pool->heaps, __ATOMIC_ACQUIRE); h;
+	for (struct ep__heap *h = ep__load_acquire(&g_pool->heaps); h;
 	     h = h->next_heap) {
 		for (struct ep__pack *p = h->head; p; p = p->next) {
 			if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) & 1)
@@ -416,7 +416,7 @@ static void check_stats(const char *where)
 			"live %zu large %zu",
 			where, st.packs, st.pack_bytes, st.used_bytes, st.live_allocs,
 			st.large_allocs);
-	if (g_pool->limit && __atomic_load_n(&g_pool->charged, __ATOMIC_RELAXED) > g_pool->limit)
+	if (g_pool->limit && ep__load_relaxed(&g_pool->charged) > g_pool->limit)
 		il_fail("limit %zu, %zu charged", g_pool->limit, g_pool->charged);
 }
 

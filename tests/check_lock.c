@@ -45,8 +45,8 @@ static void *count_loop(void *arg)
 		;
 	for (unsigned long i = 0; i < w->n; i++) {
 		ep__lock(&g_lock);
-		if (__atomic_load_n(&g_lock.owner_in, __ATOMIC_RELAXED) &&
-		    __atomic_load_n(&g_lock.owner, __ATOMIC_RELAXED) == ep__self())
+		if (ep__load_relaxed(&g_lock.owner_in) &&
+		    ep__load_relaxed(&g_lock.owner) == ep__self())
 			w->fast_seen = 1;
 		if (__atomic_add_fetch(&g_inside, 1, __ATOMIC_SEQ_CST) != 1)
 			__atomic_add_fetch(&g_overlap, 1, __ATOMIC_RELAXED);
@@ -109,7 +109,7 @@ START_TEST(test_holders_exclude_each_other)
 		total += w[i].n;
 	ck_assert_uint_eq(g_count, total);
 	ck_assert_int_eq(g_overlap, 0);
-	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	ck_assert_int_eq(ep__load_relaxed(&g_lock.word), 0);
 	if (ep__bias_ok) {
 		for (int i = 1; i <= nt; i++)
 			ck_assert_int_eq(w[i].fast_seen, 0); /* only the owner */
@@ -146,14 +146,14 @@ START_TEST(test_sleeper_is_woken)
 
 	ep__lock(&g_lock);
 	ck_assert_int_eq(pthread_create(&t, NULL, take_once, NULL), 0);
-	for (int i = 0; i < 2000 && __atomic_load_n(&g_lock.word, __ATOMIC_RELAXED) != 2; i++)
+	for (int i = 0; i < 2000 && ep__load_relaxed(&g_lock.word) != 2; i++)
 		usleep(1000);
-	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 2);
+	ck_assert_int_eq(ep__load_relaxed(&g_lock.word), 2);
 	ck_assert_uint_eq(g_count, 0);
 	ep__unlock(&g_lock);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
 	ck_assert_uint_eq(g_count, 1);
-	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	ck_assert_int_eq(ep__load_relaxed(&g_lock.word), 0);
 }
 END_TEST
 
@@ -174,7 +174,7 @@ START_TEST(test_bias_once)
 	ck_assert_ptr_eq(g_lock.owner, ep__self());
 	ep__lock(&g_lock);
 	ck_assert_int_eq(g_lock.owner_in, 1);
-	ck_assert_int_eq(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	ck_assert_int_eq(ep__load_relaxed(&g_lock.word), 0);
 	ep__unlock(&g_lock);
 	for (unsigned i = 0; i < 4; i++) {
 		pthread_t t;
@@ -196,7 +196,7 @@ START_TEST(test_bias_once)
 	ck_assert_ptr_null(g_lock.owner);
 	ep__lock(&g_lock);
 	ck_assert_int_eq(g_lock.owner_in, 0);
-	ck_assert_int_ne(__atomic_load_n(&g_lock.word, __ATOMIC_RELAXED), 0);
+	ck_assert_int_ne(ep__load_relaxed(&g_lock.word), 0);
 	ep__unlock(&g_lock);
 }
 END_TEST
