@@ -576,7 +576,7 @@ struct raw_forker {
 
 /* Children of syscall(SYS_fork), made while the main thread forks: each
  * inherits whatever descriptors the forking thread's handlers had open at
- * that moment, and lives 2 s. */
+ * that moment, and lives 30 s (or until the test kills it). */
 static void *raw_forker(void *arg)
 {
 	struct raw_forker *rf = arg;
@@ -585,7 +585,7 @@ static void *raw_forker(void *arg)
 		pid_t pid = fu_raw_fork();
 
 		if (pid == 0) {
-			struct timespec ts = { 2, 0 };
+			struct timespec ts = { 30, 0 };
 
 			while (nanosleep(&ts, &ts) && errno == EINTR)
 				;
@@ -593,7 +593,7 @@ static void *raw_forker(void *arg)
 		}
 		if (pid > 0)
 			rf->pids[rf->n++] = pid;
-		struct timespec gap = { 0, 2 * 1000 * 1000 };
+		struct timespec gap = { 0, 5 * 1000 * 1000 };
 
 		nanosleep(&gap, NULL);
 	}
@@ -648,8 +648,9 @@ START_TEST(test_fork_beside_raw_children)
 	}
 	printf("fork beside %d raw children: slowest fork() %.3f s\n", rf.n, worst);
 	ck_assert_int_gt(rf.n, 0);
-	/* a raw child lives 2 s; a fork that waited for one took that long */
-	ck_assert_msg(worst < 0.5, "a fork() took %.3f s: it waited for an unrelated child", worst);
+	/* a raw child lives 30 s; a fork that waited for one took that long
+	 * (the bound leaves room for a loaded machine: 0.5 s once failed) */
+	ck_assert_msg(worst < 5.0, "a fork() took %.3f s: it waited for an unrelated child", worst);
 	ck_assert_int_eq(ep_free(pool, f), 0);
 	ep_pool_destroy(pool);
 }
