@@ -89,6 +89,11 @@ bool ep__barrier_all(void)
 	return false;
 }
 
+void ep__futex_wake_cold(const void *word)
+{
+	ep__futex_wake(word);
+}
+
 /* For a revocation, which cannot go on without it: fails closed, the
  * process stops rather than let two threads in.  (x86 only: there is no
  * bias elsewhere, lock.h.) */

@@ -18,6 +18,7 @@
 #include "atomic.h"
 #include "interleave.h"
 #include "types.h"
+#include "wait.h"
 
 /* With the heap's lock: the pack's maps change (see struct ep__pack). */
 static inline void ep__pack_write_begin(struct ep__pack *p)
@@ -27,9 +28,15 @@ static inline void ep__pack_write_begin(struct ep__pack *p)
 	ep__fence_release();
 }
 
+/* A reader asleep in ep__pack_read_wait() is woken.  Only a compiler
+ * barrier between the store and the load, on every allocation and free:
+ * the sleeper's ep__barrier_all() is the other half (wait.h). */
 static inline void ep__pack_write_end(struct ep__pack *p)
 {
 	ep__store_release(&p->seq, p->seq + 1);
+	ep__signal_fence();
+	if (__builtin_expect(ep__load_relaxed(&p->seq_sleepers) != 0, 0))
+		ep__futex_wake_cold(&p->seq);
 }
 
 /* Without the lock: the count a read of the maps starts from (odd: the
@@ -37,6 +44,27 @@ static inline void ep__pack_write_end(struct ep__pack *p)
 static inline unsigned ep__pack_read_begin(const struct ep__pack *p)
 {
 	return ep__load_acquire(&p->seq);
+}
+
+/*
+ * Without the lock: wait while the count is s (odd: the owner is inside a
+ * few bitmap stores, for long only when it was preempted there).  Spins,
+ * then sleeps until ep__pack_write_end() wakes it; where no barrier on
+ * every thread can be had, the sleep is timed instead.
+ */
+static inline void ep__pack_read_wait(struct ep__pack *p, unsigned s)
+{
+	for (unsigned spins = 0; ep__load_acquire(&p->seq) == s; spins++) {
+		if (EP_SPIN(spins, "pack seq"))
+			continue;
+		ep__add_seq_cst(&p->seq_sleepers, 1);
+		bool woken = ep__barrier_all(); /* (then the count is read again) */
+		struct timespec ts = { 0, 50 * 1000 };
+
+		if (ep__load_acquire(&p->seq) == s)
+			ep__futex_wait(&p->seq, s, woken ? NULL : &ts);
+		ep__sub_relaxed(&p->seq_sleepers, 1);
+	}
 }
 
 /* Whether the maps read since ep__pack_read_begin() gave s were not being

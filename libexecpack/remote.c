@@ -68,22 +68,13 @@
 /* ep__alloc_end() (lookup.c) on maps the owner may be changing: retried
  * while the pack's seq is odd or moved (pack-seq.h), for as long as it
  * takes. */
-static size_t racy_end(const struct ep__pack *p, size_t pos)
+static size_t racy_end(struct ep__pack *p, size_t pos)
 {
-	for (unsigned spins = 0;; spins++) {
+	for (;;) {
 		unsigned s = ep__pack_read_begin(p);
 
 		if (s & 1) {
-			/* the owner is inside a few bitmap stores; only its
-			 * preemption makes this long.  Its end (pack.h) is on
-			 * every allocation and free, with no barrier to read a
-			 * sleeper's flag after: the sleep is timed, and gives
-			 * the CPU to that owner meanwhile */
-			if (!EP_SPIN(spins, "pack seq")) {
-				struct timespec ts = { 0, 50 * 1000 };
-
-				ep__futex_wait(&p->seq, s, &ts);
-			}
+			ep__pack_read_wait(p, s);
 			continue;
 		}
 		/* (commit.c grows it) */

@@ -80,6 +80,7 @@ struct ep__pack {
 
 	/* read without the lock (remote.c); all atomics */
 	unsigned seq;       /* odd while the owner changes used or start */
+	_Atomic unsigned seq_sleepers; /* readers asleep on seq (pack-seq.h) */
 	unsigned char *state; /* per chunk: the allocation's state (alloc-state.h) */
 	uint64_t *done;     /* start chunks freed without the lock, refilled */
 	uint64_t *done_sum; /* words of done with a bit set */

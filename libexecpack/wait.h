@@ -9,9 +9,9 @@
  * sleeper sets its flag and then reads the word again before it sleeps;
  * the waker changes the word and then reads the flag: a store then a load
  * on each side, which needs a full barrier on both.  Where the waker is a
- * hot path without one (the biased owner's unlock), the sleeper issues the
- * barrier for both sides with ep__barrier_all() (lock.c: membarrier(2))
- * between its store and its load.
+ * hot path without one (the biased owner's unlock, a pack's seq end), the
+ * sleeper issues the barrier for both sides with ep__barrier_all()
+ * (lock.c: membarrier(2)) between its store and its load.
  *
  * In the interleaving build EP_SPIN never ends: a thread that waits yields
  * to the test's scheduler (ep__il_blocked), which runs one thread at a
@@ -52,6 +52,9 @@ static inline void ep__futex_wake(const void *word)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
+
+/* ep__futex_wake() out of line, for a hot path's rare wake (lock.c). */
+void ep__futex_wake_cold(const void *word) __attribute__((cold));
 
 /* Every running thread of the process passes a full memory barrier before
  * this returns (lock.c); false where none can be issued. */

@@ -15,12 +15,15 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "lock.h"
+#include "pack-seq.h"
 #include "testutil.h"
 
 static struct ep__lock g_lock;
@@ -253,6 +256,60 @@ START_TEST(test_revoker_sleeps)
 }
 END_TEST
 
+static double g_seq_wall, g_seq_cpu;
+static long g_seq_sleeps;
+
+static void *seq_wait(void *arg)
+{
+	struct ep__pack *p = arg;
+	double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), t0 = clock_s(CLOCK_MONOTONIC);
+	struct rusage r0, r1;
+
+	getrusage(RUSAGE_THREAD, &r0);
+	ep__pack_read_wait(p, 1);
+	getrusage(RUSAGE_THREAD, &r1);
+	g_seq_wall = clock_s(CLOCK_MONOTONIC) - t0;
+	g_seq_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	g_seq_sleeps = r1.ru_nvcsw - r0.ru_nvcsw;
+	return NULL;
+}
+
+/* A lock-free reader of a pack's maps (a remote free) waits 0.5 s for an
+ * owner preempted between its two seq stores: it sleeps, and the owner's
+ * ep__pack_write_end() wakes it: a sleep or two, not a timed poll (which
+ * slept about 5,000 times in 0.5 s). */
+START_TEST(test_pack_seq_reader_sleeps)
+{
+	static struct ep__pack p;
+	pthread_t t;
+
+	setup();
+	if (!ep__barrier_all()) {
+		printf("SKIP: test_pack_seq_reader_sleeps: no barrier on every thread here "
+		       "(membarrier(2) refused): the reader's sleep is timed\n");
+		return;
+	}
+	memset(&p, 0, sizeof(p));
+	ep__pack_write_begin(&p); /* (seq 1: the owner inside) */
+	ck_assert_int_eq(pthread_create(&t, NULL, seq_wait, &p), 0);
+	usleep(500 * 1000);
+	ck_assert_uint_eq(ep__load_relaxed(&p.seq_sleepers), 1); /* asleep */
+	ep__pack_write_end(&p);
+	double t0 = clock_s(CLOCK_MONOTONIC);
+
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	double late = clock_s(CLOCK_MONOTONIC) - t0;
+
+	printf("pack seq reader: waited %.3f s, slept %ld times, burned %.4f s of CPU, "
+	       "woken %.4f s after\n", g_seq_wall, g_seq_sleeps, g_seq_cpu, late);
+	ck_assert_uint_eq(ep__load_relaxed(&p.seq_sleepers), 0);
+	ck_assert(g_seq_wall > 0.3);
+	ck_assert_msg(g_seq_sleeps <= 10, "the reader slept %ld times", g_seq_sleeps);
+	ck_assert_msg(g_seq_cpu <= 0.05 * g_seq_wall, "the reader burned %.3f s in %.3f s",
+		      g_seq_cpu, g_seq_wall);
+}
+END_TEST
+
 /* Off x86 no lock is biased, and with membarrier(2) refused there is no
  * barrier on every CPU to be had (arm64's TLB invalidation by broadcast
  * interrupts nobody); on x86 the mprotect() fallback is one. */
@@ -292,6 +349,7 @@ int main(void)
 	tcase_add_test(tc, test_bias_once);
 	tcase_add_loop_test(tc, test_revoker_sleeps, 0, 2);
 	tcase_add_test(tc, test_bias_is_x86s);
+	tcase_add_test(tc, test_pack_seq_reader_sleeps);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 
