@@ -4,8 +4,14 @@
 //! a random one and JITs a new one (alloc + write + finalize, timed), then
 //! calls it (not timed; "with call" is the whole cycle).  Run in one
 //! process on the same sequence, taking turns 500 ops at a time:
-//!   C     the C calls through execpack-sys (ep_alloc, copy, ep_finalize, ep_free)
-//!   Rust  the safe layer (Pool::alloc, DerefMut copy, Staging::finalize, Code's drop)
+//!   C                   the C calls through execpack-sys (ep_alloc, copy,
+//!                       ep_finalize, ep_free)
+//!   C + a count         the same, each program holding a reference of a
+//!                       count of the pool's holders (what Code does)
+//!   Rust, Code          the safe layer (Pool::alloc, DerefMut copy,
+//!                       Staging::finalize, Code's drop: a handle of the
+//!                       pool taken and dropped, two atomic operations)
+//!   Rust, Code<&Pool>   the same with Staging::finalize_scoped (no count)
 //! ratio = Rust / C per round; the medians are printed.  The TSC counts
 //! the time other processes took the CPU too; the thread's CPU time
 //! (CLOCK_THREAD_CPUTIME_ID, around each 500-op slice, the calls
@@ -13,10 +19,13 @@
 //!
 //!   cargo bench --offline --bench churn [-- ROUNDS [OPS]]      (7 rounds, 20000 ops)
 use std::os::raw::c_void;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use execpack::sys;
-use execpack::{Code, Pool};
+use std::borrow::Borrow;
+
+use execpack::{Code, Pool, Staging};
 
 const LIVE: usize = 10_000;
 const MAX_PROG: usize = 4096;
@@ -129,12 +138,32 @@ fn call(addr: *const c_void, imm: u32, who: &str) {
 }
 
 /// The C side: the pool and its live programs, through execpack-sys.
-struct CSide {
+/// COUNTED: each program also takes a reference of a count of the pool's
+/// holders, and gives it back after ep_free, as `Arc` does (an atomic
+/// increment, relaxed; a release decrement and, at zero, an acquire fence):
+/// what a C caller does for code that may outlive its other holders.
+struct CSide<const COUNTED: bool> {
     pool: *mut sys::ep_pool,
     live: Vec<(*mut c_void, u32)>,
+    holders: Box<AtomicUsize>,
 }
 
-impl CSide {
+impl<const COUNTED: bool> CSide<COUNTED> {
+    #[inline(always)]
+    fn hold(&self) {
+        if COUNTED {
+            self.holders.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[inline(always)]
+    fn release(&self) {
+        if COUNTED && self.holders.fetch_sub(1, Ordering::Release) == 1 {
+            fence(Ordering::Acquire);
+            panic!("the pool's creator holds a reference throughout");
+        }
+    }
+
     #[inline(always)]
     unsafe fn put(pool: *mut sys::ep_pool, t: &Template, len: usize, imm: u32) -> *mut c_void {
         let mut img = std::mem::MaybeUninit::<sys::ep_image>::uninit();
@@ -147,20 +176,20 @@ impl CSide {
         img.exec
     }
 
-    fn new(q: &Seq, t: &Template) -> CSide {
+    fn new(q: &Seq, t: &Template) -> CSide<COUNTED> {
         let cfg = sys::ep_config::default();
         let mut pool = std::ptr::null_mut();
         // SAFETY: plain C calls on a pool of our own, until drop
         unsafe {
             assert_eq!(sys::ep_pool_create(&cfg, &mut pool), 0);
-            let live = q.init.iter().map(|&(len, imm)| (CSide::put(pool, t, len, imm), imm)).collect();
-            CSide { pool, live }
+            let holders = Box::new(AtomicUsize::new(1 + if COUNTED { q.init.len() } else { 0 }));
+            let live = q.init.iter().map(|&(len, imm)| (Self::put(pool, t, len, imm), imm)).collect();
+            CSide { pool, live, holders }
         }
     }
 
-    /// The ops: TSC ticks in the timed segments.  (Not inlined: callgrind
-    /// counts each side's instructions by this function.)
-    #[inline(never)]
+    /// The ops: TSC ticks in the timed segments.
+    #[inline(always)]
     fn ops(&mut self, ops: &[(usize, usize, u32)], t: &Template) -> u64 {
         let mut acc = 0u64;
         for &(v, len, imm) in ops {
@@ -169,7 +198,9 @@ impl CSide {
                 let c0 = ticks();
                 let rc = sys::ep_free(self.pool, self.live[v].0);
                 assert_eq!(rc, 0, "ep_free");
-                let p = CSide::put(self.pool, t, len, imm);
+                self.release();
+                self.hold();
+                let p = Self::put(self.pool, t, len, imm);
                 acc += ticks() - c0;
                 self.live[v] = (p, imm);
                 call(p, imm, "C");
@@ -179,7 +210,7 @@ impl CSide {
     }
 }
 
-impl Drop for CSide {
+impl<const COUNTED: bool> Drop for CSide<COUNTED> {
     fn drop(&mut self) {
         // SAFETY: the pool and its programs are ours
         unsafe {
@@ -192,33 +223,53 @@ impl Drop for CSide {
     }
 }
 
-/// The Rust side: the safe layer.
-struct RustSide<'p> {
-    pool: &'p Pool,
-    live: Vec<(Option<Code<'p>>, u32)>,
+/// How a Rust side finalizes: code holding a handle of the pool (`Code`,
+/// one reference count each) or borrowing it (`Code<&Pool>`).
+trait Fin<'p>: Borrow<Pool> + Sized {
+    fn fin(s: Staging<'p>) -> Code<Self>;
 }
 
-impl<'p> RustSide<'p> {
+impl<'p> Fin<'p> for Pool {
     #[inline(always)]
-    fn put(pool: &'p Pool, t: &Template, len: usize, imm: u32) -> Code<'p> {
-        let mut s = pool.alloc(len).expect("alloc");
-        t.emit(&mut s[..len], imm);
+    fn fin(s: Staging<'p>) -> Code<Pool> {
         s.finalize().expect("finalize")
     }
+}
 
-    fn new(pool: &'p Pool, q: &Seq, t: &Template) -> RustSide<'p> {
-        let live = q.init.iter().map(|&(len, imm)| (Some(RustSide::put(pool, t, len, imm)), imm)).collect();
+impl<'p> Fin<'p> for &'p Pool {
+    #[inline(always)]
+    fn fin(s: Staging<'p>) -> Code<&'p Pool> {
+        s.finalize_scoped().expect("finalize")
+    }
+}
+
+/// A Rust side: the safe layer.
+struct RustSide<'p, P: Fin<'p>> {
+    pool: &'p Pool,
+    live: Vec<(Option<Code<P>>, u32)>,
+}
+
+impl<'p, P: Fin<'p>> RustSide<'p, P> {
+    #[inline(always)]
+    fn put(pool: &'p Pool, t: &Template, len: usize, imm: u32) -> Code<P> {
+        let mut s = pool.alloc(len).expect("alloc");
+        t.emit(&mut s[..len], imm);
+        P::fin(s)
+    }
+
+    fn new(pool: &'p Pool, q: &Seq, t: &Template) -> RustSide<'p, P> {
+        let live = q.init.iter().map(|&(len, imm)| (Some(Self::put(pool, t, len, imm)), imm)).collect();
         RustSide { pool, live }
     }
 
-    #[inline(never)]
+    #[inline(always)]
     fn ops(&mut self, ops: &[(usize, usize, u32)], t: &Template) -> u64 {
         let mut acc = 0u64;
         for &(v, len, imm) in ops {
             let slot = &mut self.live[v];
             let c0 = ticks();
             slot.0 = None; // free first, as the C side does
-            let c = RustSide::put(self.pool, t, len, imm);
+            let c = Self::put(self.pool, t, len, imm);
             acc += ticks() - c0;
             call(c.as_ptr() as *const c_void, imm, "Rust");
             *slot = (Some(c), imm);
@@ -227,7 +278,29 @@ impl<'p> RustSide<'p> {
     }
 }
 
-impl Drop for RustSide<'_> {
+// Each side's ops loop under a name of its own, which callgrind counts by
+// (benches/instructions.sh).
+#[inline(never)]
+fn ops_c(c: &mut CSide<false>, ops: &[(usize, usize, u32)], t: &Template) -> u64 {
+    c.ops(ops, t)
+}
+
+#[inline(never)]
+fn ops_c_counted(c: &mut CSide<true>, ops: &[(usize, usize, u32)], t: &Template) -> u64 {
+    c.ops(ops, t)
+}
+
+#[inline(never)]
+fn ops_owned(r: &mut RustSide<'_, Pool>, ops: &[(usize, usize, u32)], t: &Template) -> u64 {
+    r.ops(ops, t)
+}
+
+#[inline(never)]
+fn ops_scoped<'p>(r: &mut RustSide<'p, &'p Pool>, ops: &[(usize, usize, u32)], t: &Template) -> u64 {
+    r.ops(ops, t)
+}
+
+impl<'p, P: Fin<'p>> Drop for RustSide<'p, P> {
     fn drop(&mut self) {
         for (c, imm) in &self.live {
             call(c.as_ref().unwrap().as_ptr() as *const c_void, *imm, "Rust");
@@ -235,37 +308,54 @@ impl Drop for RustSide<'_> {
     }
 }
 
-/// Ops per slice: the two sides take turns a slice at a time, so that a
-/// change in the machine's load falls on both alike.
+/// Ops per slice: the sides take turns a slice at a time, so that a change
+/// in the machine's load falls on all alike.
 const SLICE: usize = 500;
 
-/// One round: (C ticks/op, Rust ticks/op, C CPU ns/op, Rust CPU ns/op,
-/// the call included);
-/// each pair of neighbouring slices' Rust / C ratio goes to `pairs`.
-fn round(q: &Seq, t: &Template, rust_first: bool, pairs: &mut Vec<f64>) -> (f64, f64, f64, f64) {
-    let pool = Pool::new().expect("pool");
-    let mut c = CSide::new(q, t);
-    let mut r = RustSide::new(&pool, q, t);
-    let (mut ct, mut rt, mut cw, mut rw) = (0u64, 0u64, 0f64, 0f64);
-    for (i, s) in q.ops.chunks(SLICE).enumerate() {
-        let (mut a, mut b) = (0u64, 0u64);
-        for side in 0..2 {
-            let w0 = thread_ns();
-            if (side == 0) == (rust_first ^ (i % 2 == 1)) {
-                b = r.ops(s, t);
-                rw += thread_ns() - w0;
-            } else {
-                a = c.ops(s, t);
-                cw += thread_ns() - w0;
-            }
-        }
-        ct += a;
-        rt += b;
-        pairs.push(b as f64 / a as f64);
-    }
-    let n = q.ops.len() as f64;
-    (ct as f64 / n, rt as f64 / n, cw / n, rw / n)
+/// One side's totals in a round: TSC ticks of the timed segments, and the
+/// thread's CPU ns of whole slices (the call included).
+#[derive(Clone, Copy, Default)]
+struct Tot {
+    ticks: u64,
+    cpu: f64,
 }
+
+/// One round of the four sides (C, C with a count, Rust with `Code`, Rust
+/// with `Code<&Pool>`), starting with a different side each round and
+/// rotating each slice; each slice's ratios of the RATIOS pairs go to
+/// `pairs`.
+fn round(q: &Seq, t: &Template, first: usize, pairs: &mut [Vec<f64>; 3]) -> [Tot; 4] {
+    // a pool each, as alike as the C sides'
+    let (pool1, pool2) = (Pool::new().expect("pool"), Pool::new().expect("pool"));
+    let mut c = CSide::<false>::new(q, t);
+    let mut cc = CSide::<true>::new(q, t);
+    let mut owned = RustSide::<Pool>::new(&pool1, q, t);
+    let mut scoped = RustSide::<&Pool>::new(&pool2, q, t);
+    let mut tot = [Tot::default(); 4];
+    for (i, s) in q.ops.chunks(SLICE).enumerate() {
+        let mut ticks = [0u64; 4];
+        for k in 0..4 {
+            let side = (first + i + k) % 4;
+            let w0 = thread_ns();
+            ticks[side] = match side {
+                0 => ops_c(&mut c, s, t),
+                1 => ops_c_counted(&mut cc, s, t),
+                2 => ops_owned(&mut owned, s, t),
+                _ => ops_scoped(&mut scoped, s, t),
+            };
+            tot[side].cpu += thread_ns() - w0;
+            tot[side].ticks += ticks[side];
+        }
+        for (k, &(a, b)) in RATIOS.iter().enumerate() {
+            pairs[k].push(ticks[a] as f64 / ticks[b] as f64);
+        }
+    }
+    tot
+}
+
+/// The ratios printed: the safe layer against the C calls that do the same
+/// work (the count for `Code`), and `Code` against the bare C calls.
+const RATIOS: [(usize, usize); 3] = [(2, 1), (3, 0), (2, 0)];
 
 #[repr(C)]
 struct Timespec {
@@ -308,26 +398,43 @@ fn main() {
     std::thread::sleep(std::time::Duration::from_millis(50));
     let per_ns = (ticks() - c0) as f64 / w0.elapsed().as_nanos() as f64;
 
-    let (mut c, mut r, mut ratio, mut ratio_wall) = (vec![], vec![], vec![], vec![]);
-    let (mut cw, mut rw, mut pairs) = (vec![], vec![], vec![]);
+    let names = ["C (execpack-sys)", "C + a count", "Rust, Code", "Rust, Code<&Pool>"];
+    let mut ns: [Vec<f64>; 4] = Default::default();
+    let mut cpu: [Vec<f64>; 4] = Default::default();
+    let mut ratio: [Vec<f64>; 3] = Default::default();
+    let mut ratio_cpu: [Vec<f64>; 3] = Default::default();
+    let mut pairs: [Vec<f64>; 3] = Default::default();
     for k in 0..rounds {
         let q = Seq::new(1000 + k as u64, n);
-        let (a, b, aw, bw) = round(&q, &t, k % 2 == 1, &mut pairs);
-        c.push(a / per_ns);
-        r.push(b / per_ns);
-        cw.push(aw);
-        rw.push(bw);
-        ratio.push(b / a);
-        ratio_wall.push(bw / aw);
+        let tot = round(&q, &t, k % 4, &mut pairs);
+        for s in 0..4 {
+            ns[s].push(tot[s].ticks as f64 / n as f64 / per_ns);
+            cpu[s].push(tot[s].cpu / n as f64);
+        }
+        for (r, &(a, b)) in RATIOS.iter().enumerate() {
+            ratio[r].push(tot[a].ticks as f64 / tot[b].ticks as f64);
+            ratio_cpu[r].push(tot[a].cpu / tot[b].cpu);
+        }
     }
+    let r3 = |v: &[f64]| v.iter().map(|x| (x * 1000.0).round() / 1000.0).collect::<Vec<_>>();
     println!("workload 1's churn: {} live programs, {} ops a round, {} rounds (median)", LIVE, n, rounds);
-    println!("                     TSC ns/op   CPU ns/op with call (the thread's CPU time)");
-    println!("  C (execpack-sys)    {:9.1}   {:9.1}", median(c), median(cw));
-    println!("  Rust (safe layer)   {:9.1}   {:9.1}", median(r), median(rw));
-    let m = median(ratio.clone());
-    println!("  ratio Rust / C      {:9.3}   {:9.3}   (target <= 1.03)", m, median(ratio_wall.clone()));
-    let np = pairs.len();
-    println!("  ratio Rust / C, the median of {} pairs of neighbouring {}-op slices: {:.3}", np, SLICE, median(pairs));
-    println!("  per-round ratios (CPU time): {:?}", ratio_wall.iter().map(|x| (x * 1000.0).round() / 1000.0).collect::<Vec<_>>());
-    println!("  per-round ratios (TSC): {:?}", ratio.iter().map(|x| (x * 1000.0).round() / 1000.0).collect::<Vec<_>>());
+    println!("                       TSC ns/op   CPU ns/op with call (the thread's CPU time)");
+    for s in 0..4 {
+        println!("  {:20} {:9.1}   {:9.1}", names[s], median(ns[s].clone()), median(cpu[s].clone()));
+    }
+    for (r, &(a, b)) in RATIOS.iter().enumerate() {
+        let target = if r < 2 { "   (target <= 1.03)" } else { "" };
+        println!(
+            "  ratio {} / {}: {:.3} (TSC), {:.3} (CPU time), {:.3} (the median of {} slices){}",
+            names[a],
+            names[b],
+            median(ratio[r].clone()),
+            median(ratio_cpu[r].clone()),
+            median(pairs[r].clone()),
+            pairs[r].len(),
+            target
+        );
+        println!("    per-round ratios (CPU time): {:?}", r3(&ratio_cpu[r]));
+        println!("    per-round ratios (TSC): {:?}", r3(&ratio[r]));
+    }
 }

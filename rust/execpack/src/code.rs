@@ -2,6 +2,7 @@
 //! The two states of an allocation: a [`Staging`] buffer being written, and
 //! the finished, executable [`Code`].  `Staging::finalize` consumes the
 //! buffer, so nothing can write it once the code runs.
+use std::borrow::Borrow;
 use std::ffi::CString;
 use std::mem::{self, ManuallyDrop};
 use std::ops::{Deref, DerefMut};
@@ -63,39 +64,62 @@ impl<'p> Staging<'p> {
     /// `ep_shrink` before finalizing: keep only the first `size` bytes.
     pub fn shrink(&mut self, size: usize) -> Result<()> {
         // SAFETY: a live allocation of this pool
-        check(unsafe { sys::ep_shrink(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, size) })?;
+        check(unsafe { sys::ep_shrink(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, size) })?;
         self.size = size.min(self.size);
         Ok(())
     }
 
     /// `ep_finalize`: copy the buffer into place and make it executable.
     /// The buffer is gone afterwards; on failure the allocation is freed.
+    /// The [`Code`] holds a handle of the pool (one reference count).
     #[inline]
-    pub fn finalize(self) -> Result<Code<'p>> {
-        let s = ManuallyDrop::new(self);
-        // SAFETY: a live, unfinalized allocation of this pool
-        let rc = unsafe { sys::ep_finalize(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void) };
-        if rc != 0 {
-            // SAFETY: still live: give it back
-            unsafe { sys::ep_free(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void) };
-            return Err(Error::from_rc(rc));
-        }
-        Ok(Code { pool: s.pool, exec: s.exec })
+    pub fn finalize(self) -> Result<Code> {
+        let pool = self.pool.clone();
+        self.finish(pool, None)
     }
 
     /// `ep_finalize_size`: copy only the first `size` bytes into place,
     /// give back the whole chunks past them, and make it executable.  On
     /// failure the allocation is freed.
-    pub fn finalize_size(self, size: usize) -> Result<Code<'p>> {
+    pub fn finalize_size(self, size: usize) -> Result<Code> {
+        let pool = self.pool.clone();
+        self.finish(pool, Some(size))
+    }
+
+    /// [`finalize`](Staging::finalize), giving code that borrows the pool
+    /// instead of holding a handle: no reference count, and the compiler
+    /// keeps it from outliving the pool (`std::thread::scope` moves it
+    /// between threads).
+    #[inline]
+    pub fn finalize_scoped(self) -> Result<Code<&'p Pool>> {
+        let pool = self.pool;
+        self.finish(pool, None)
+    }
+
+    /// [`finalize_size`](Staging::finalize_size), borrowing the pool as
+    /// [`finalize_scoped`](Staging::finalize_scoped) does.
+    pub fn finalize_size_scoped(self, size: usize) -> Result<Code<&'p Pool>> {
+        let pool = self.pool;
+        self.finish(pool, Some(size))
+    }
+
+    #[inline(always)]
+    fn finish<P: Borrow<Pool>>(self, pool: P, size: Option<usize>) -> Result<Code<P>> {
         let s = ManuallyDrop::new(self);
+        let exec = s.exec.as_ptr() as *mut c_void;
         // SAFETY: a live, unfinalized allocation of this pool
-        let rc = unsafe { sys::ep_finalize_size(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void, size) };
+        let rc = unsafe {
+            match size {
+                None => sys::ep_finalize(s.pool.as_raw(), exec),
+                Some(n) => sys::ep_finalize_size(s.pool.as_raw(), exec, n),
+            }
+        };
         if rc != 0 {
             // SAFETY: still live: give it back
-            unsafe { sys::ep_free(s.pool.as_raw(), s.exec.as_ptr() as *mut c_void) };
+            unsafe { sys::ep_free(s.pool.as_raw(), exec) };
             return Err(Error::from_rc(rc));
         }
-        Ok(Code { pool: s.pool, exec: s.exec })
+        Ok(Code { pool, exec: s.exec })
     }
 }
 
@@ -120,7 +144,7 @@ impl Drop for Staging<'_> {
     #[inline]
     fn drop(&mut self) {
         // SAFETY: a live allocation of this pool, not finalized
-        unsafe { sys::ep_free(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
+        unsafe { sys::ep_free(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void) };
     }
 }
 
@@ -146,30 +170,37 @@ pub enum Unwind {
     DwarfSp,
 }
 
-/// Finished, executable code: freed (and refilled with traps) on drop.  It
-/// borrows its [`Pool`], so it cannot outlive it; it is `Send` and `Sync`,
-/// and may be dropped on any thread.  Two words: the pool and the address
-/// (the library knows the length, and checks every range against it).
-pub struct Code<'p> {
-    pool: &'p Pool,
+/// Finished, executable code: freed (and refilled with traps) on drop.
+///
+/// `Code` (that is, `Code<Pool>`) holds a handle of its [`Pool`], so the
+/// pool's memory stays mapped while it lives, even past the pool's other
+/// handles: it may be kept beside its pool in one struct, returned, or sent
+/// to any thread.  `Code<&'p Pool>`, from
+/// [`finalize_scoped`](Staging::finalize_scoped) or
+/// [`Pool::add_scoped`], borrows the pool instead: no reference count, and
+/// the compiler keeps it from outliving the pool.  Either is `Send` and
+/// `Sync`, and may be dropped on any thread.  Two words: the pool and the
+/// address (the library knows the length, and checks every range).
+pub struct Code<P: Borrow<Pool> = Pool> {
+    pool: P,
     exec: NonNull<u8>,
 }
 
-impl<'p> Code<'p> {
+impl<P: Borrow<Pool>> Code<P> {
     /// # Safety
-    /// `exec` is what a successful `ep_add` of `len` bytes on `pool` gave.
+    /// `exec` is what a successful `ep_add` on `pool` gave.
     #[inline]
-    pub(crate) unsafe fn from_add(pool: &'p Pool, exec: *mut c_void) -> Code<'p> {
+    pub(crate) unsafe fn from_add(pool: P, exec: *mut c_void) -> Code<P> {
         Code { pool, exec: NonNull::new_unchecked(exec as *mut u8) }
     }
 }
 
 // SAFETY: the allocation belongs to this value alone, every call on it is
-// thread-safe, and the pool is Sync
-unsafe impl Send for Code<'_> {}
-unsafe impl Sync for Code<'_> {}
+// thread-safe, and the pool (Pool or &Pool) is Send and Sync
+unsafe impl<P: Borrow<Pool> + Send> Send for Code<P> {}
+unsafe impl<P: Borrow<Pool> + Sync> Sync for Code<P> {}
 
-impl<'p> Code<'p> {
+impl<P: Borrow<Pool>> Code<P> {
     /// Where it runs.
     #[inline]
     pub fn addr(&self) -> usize {
@@ -195,8 +226,8 @@ impl<'p> Code<'p> {
     }
 
     /// The pool it lives in.
-    pub fn pool(&self) -> &'p Pool {
-        self.pool
+    pub fn pool(&self) -> &Pool {
+        self.pool.borrow()
     }
 
     /// The code's address as a function pointer type `F`, for instance
@@ -229,7 +260,7 @@ impl<'p> Code<'p> {
     /// A range not inside the code is the library's EINVAL.
     pub unsafe fn write(&self, off: usize, bytes: &[u8]) -> Result<()> {
         check(sys::ep_write(
-            self.pool.as_raw(),
+            self.pool.borrow().as_raw(),
             self.exec.as_ptr().wrapping_add(off) as *mut c_void,
             bytes.as_ptr() as *const c_void,
             bytes.len(),
@@ -241,7 +272,7 @@ impl<'p> Code<'p> {
     pub fn set_name(&self, name: &str) -> Result<()> {
         let n = c_name(name)?;
         // SAFETY: a live allocation of this pool; n lives across the call
-        check(unsafe { sys::ep_set_name(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr()) })
+        check(unsafe { sys::ep_set_name(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr()) })
     }
 
     /// `ep_set_name_size`: the name covers only the first `size` bytes.
@@ -249,7 +280,7 @@ impl<'p> Code<'p> {
         let n = c_name(name)?;
         // SAFETY: as set_name
         check(unsafe {
-            sys::ep_set_name_size(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr(), size)
+            sys::ep_set_name_size(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr(), size)
         })
     }
 
@@ -262,7 +293,7 @@ impl<'p> Code<'p> {
         };
         // SAFETY: a live allocation of this pool
         check(unsafe {
-            sys::ep_set_unwind(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, k, prologue, frame)
+            sys::ep_set_unwind(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, k, prologue, frame)
         })
     }
 
@@ -270,14 +301,19 @@ impl<'p> Code<'p> {
     /// them go back to the pool.
     pub fn shrink(&mut self, size: usize) -> Result<()> {
         // SAFETY: a live allocation of this pool
-        check(unsafe { sys::ep_shrink(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void, size) })
+        check(unsafe { sys::ep_shrink(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, size) })
     }
 
-    /// Give up ownership: the code is never freed by the binding (for code
-    /// that must live as long as its pool).  [`Code::from_raw`] takes it back.
+    /// Give up ownership: the code is never freed by the binding, and lives
+    /// until its pool is destroyed (for code that must live as long as its
+    /// pool).  The pool's handle this `Code` held, if any, is dropped: keep
+    /// another for as long as the code may run.  [`Code::from_raw`] takes
+    /// it back.
     pub fn into_raw(self) -> *const u8 {
-        let p = self.exec.as_ptr();
-        mem::forget(self);
+        let mut me = ManuallyDrop::new(self);
+        let p = me.exec.as_ptr();
+        // SAFETY: the handle is dropped once, here; the allocation is kept
+        unsafe { std::ptr::drop_in_place(&mut me.pool) };
         p
     }
 
@@ -285,8 +321,8 @@ impl<'p> Code<'p> {
     ///
     /// # Safety
     /// `exec` is a finalized, live allocation of `pool`, owned by no other
-    /// `Code`.
-    pub unsafe fn from_raw(pool: &'p Pool, exec: *const u8) -> Code<'p> {
+    /// `Code`.  `pool` is a handle (`pool.clone()`) or a borrow (`&pool`).
+    pub unsafe fn from_raw(pool: P, exec: *const u8) -> Code<P> {
         Code { pool, exec: NonNull::new(exec as *mut u8).expect("Code::from_raw: null") }
     }
 }
@@ -296,15 +332,16 @@ pub(crate) fn c_name(name: &str) -> Result<CString> {
         .map_err(|_| Error::with_detail(errno::EINVAL, format!("the name {:?} has a NUL byte", name)))
 }
 
-impl Drop for Code<'_> {
+impl<P: Borrow<Pool>> Drop for Code<P> {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: a live allocation of this pool, owned by self
-        unsafe { sys::ep_free(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
+        // SAFETY: a live allocation of this pool, owned by self; the pool's
+        // handle is dropped after this (and destroys it if it is the last)
+        unsafe { sys::ep_free(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void) };
     }
 }
 
-impl std::fmt::Debug for Code<'_> {
+impl<P: Borrow<Pool>> std::fmt::Debug for Code<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Code").field("exec", &self.exec).finish()
     }
@@ -327,16 +364,16 @@ pub struct Patch<'c> {
 unsafe impl Send for Patch<'_> {}
 unsafe impl Sync for Patch<'_> {}
 
-impl<'p> Code<'p> {
+impl<P: Borrow<Pool>> Code<P> {
     /// `ep_patch_begin`: open a window on `len` bytes at offset `off`.  One
     /// window per allocation at a time (EBUSY); a range not inside the code
     /// is EINVAL.
     pub fn patch(&self, off: usize, len: usize) -> Result<Patch<'_>> {
         let mut rw = std::ptr::null_mut();
         let exec = self.exec.as_ptr().wrapping_add(off);
-        check(unsafe { sys::ep_patch_begin(self.pool.as_raw(), exec as *mut c_void, len, &mut rw) })?;
+        check(unsafe { sys::ep_patch_begin(self.pool.borrow().as_raw(), exec as *mut c_void, len, &mut rw) })?;
         Ok(Patch {
-            pool: self.pool,
+            pool: self.pool.borrow(),
             // SAFETY: non-null: begin accepted it as inside the allocation
             exec: unsafe { NonNull::new_unchecked(exec) },
             rw: NonNull::new(rw as *mut u8).expect("ep_patch_begin returned 0 and no buffer"),
@@ -360,7 +397,7 @@ impl Patch<'_> {
     /// each aligned word old or new, never torn, but a change spanning
     /// several words may be seen half done (ep_patch_begin(3)).
     pub unsafe fn commit(self) -> Result<()> {
-        let rc = sys::ep_patch_commit(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void);
+        let rc = sys::ep_patch_commit(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void);
         if rc == 0 {
             mem::forget(self);
             return Ok(());
@@ -391,7 +428,7 @@ impl DerefMut for Patch<'_> {
 impl Drop for Patch<'_> {
     fn drop(&mut self) {
         // SAFETY: the window opened at exec is still open
-        unsafe { sys::ep_patch_abort(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
+        unsafe { sys::ep_patch_abort(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void) };
     }
 }
 

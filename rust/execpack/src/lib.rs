@@ -12,12 +12,12 @@
 //!   `[u8]`; code is linked against [`Staging::exec_addr`], where it will run;
 //! - [`Staging::finalize`] consumes the buffer and gives [`Code`]: once code
 //!   can run, nothing can write its buffer (a compile error, not a check);
-//! - [`Code`] frees itself on drop, and borrows its [`Pool`]: no code
-//!   outlives the pool that maps it (a compile error too).  Code meant to
-//!   live as long as the program can borrow a `&'static Pool`
-//!   (`Box::leak(Box::new(pool))`).  `Pool`, `Staging` and `Code` are `Send`
-//!   and `Sync`; share the pool between threads with `std::thread::scope`
-//!   or a `&'static Pool`.
+//! - [`Code`] frees itself on drop, and holds a handle of its [`Pool`] (a
+//!   reference count, like `Arc`): the pool's memory stays mapped until the
+//!   last handle and the last code are gone, in any order, so a JIT keeps
+//!   its pool and its code in one struct, or sends code to another thread.
+//!   `Pool`, `Staging` and `Code` are `Send` and `Sync`; `Pool` clones
+//!   cheaply to share it between threads.
 //!
 //! ```no_run
 //! # fn main() -> execpack::Result<()> {

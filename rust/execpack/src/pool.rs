@@ -3,10 +3,11 @@
 use std::ffi::{CStr, CString};
 use std::mem::MaybeUninit;
 use std::ops::{BitOr, BitOrAssign};
-use std::os::raw::c_char;
+use std::os::raw::{c_char, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 
 use execpack_sys as sys;
 
@@ -239,7 +240,8 @@ impl PoolBuilder {
         let mut raw = ptr::null_mut();
         // SAFETY: cfg and the path it points to live across the call
         check(unsafe { sys::ep_pool_create(&cfg, &mut raw) })?;
-        Ok(Pool { raw: NonNull::new(raw).expect("ep_pool_create returned 0 and no pool") })
+        let raw = NonNull::new(raw).expect("ep_pool_create returned 0 and no pool");
+        Ok(Pool { inner: Arc::new(Inner { raw }) })
     }
 
     /// `ep_backend_probe`: can `backend` be used with this configuration
@@ -273,20 +275,36 @@ pub(crate) fn cstr_buf(buf: &[c_char]) -> String {
     String::from_utf8_lossy(&v).into_owned()
 }
 
-/// A pool of executable memory (`struct ep_pool`).  Destroyed on drop; the
-/// [`Staging`] buffers and [`Code`](crate::Code) it hands out borrow it, so
-/// none outlives it.  All calls on one pool are thread-safe: it is `Send`
-/// and `Sync`, and a `&Pool` may be shared by threads (`std::thread::scope`,
-/// or a `&'static Pool` from `Box::leak` for code that lives as long as the
-/// program).
+/// A pool of executable memory (`struct ep_pool`): a handle that clones
+/// cheaply (a reference count), like an `Arc`.  Every [`Code`] holds one, so
+/// the pool is destroyed, and its memory unmapped, when the last handle and
+/// the last `Code` are gone, whatever the order they are dropped in: a JIT
+/// keeps its pool and its code side by side in one struct, sends code to
+/// other threads, or drops the pool first.  A [`Staging`] buffer borrows
+/// the pool instead (it never outlives the call that fills it).  All calls
+/// on one pool are thread-safe: it is `Send` and `Sync`.
+#[derive(Clone)]
 pub struct Pool {
+    inner: Arc<Inner>,
+}
+
+/// The `ep_pool` itself, destroyed with the last handle.
+struct Inner {
     raw: NonNull<sys::ep_pool>,
 }
 
 // SAFETY: every call on one pool is thread-safe (execpack.h), and the pool
 // is not tied to the thread that created it
-unsafe impl Send for Pool {}
-unsafe impl Sync for Pool {}
+unsafe impl Send for Inner {}
+unsafe impl Sync for Inner {}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // SAFETY: the last handle is gone: every Code held one and every
+        // Staging borrowed one, so no allocation is reachable from safe code
+        unsafe { sys::ep_pool_destroy(self.raw.as_ptr()) }
+    }
+}
 
 /// `struct ep_stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -330,10 +348,16 @@ impl Pool {
     }
 
     /// The `struct ep_pool *`, for calls through `execpack-sys`.  It stays
-    /// valid while `self` lives; do not destroy it.
+    /// valid while `self` (or any clone, or any [`Code`] of the pool) lives;
+    /// do not destroy it.
     #[inline]
     pub fn as_raw(&self) -> *mut sys::ep_pool {
-        self.raw.as_ptr()
+        self.inner.raw.as_ptr()
+    }
+
+    /// Whether `self` and `other` are handles of the same pool.
+    pub fn same(&self, other: &Pool) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// `ep_alloc`: `len` bytes of code to be, as a staging buffer to write
@@ -342,7 +366,7 @@ impl Pool {
     pub fn alloc(&self, len: usize) -> Result<Staging<'_>> {
         let mut img = MaybeUninit::<sys::ep_image>::uninit();
         // SAFETY: the pool is live; img is written on success
-        check(unsafe { sys::ep_alloc(self.raw.as_ptr(), len, img.as_mut_ptr()) })?;
+        check(unsafe { sys::ep_alloc(self.as_raw(), len, img.as_mut_ptr()) })?;
         // SAFETY: ep_alloc returned 0, so it filled img
         let img = unsafe { img.assume_init() };
         // SAFETY: a successful ep_alloc gives non-null exec and rw of img.size bytes
@@ -353,14 +377,27 @@ impl Pool {
     /// nothing) copied into the pool and made executable in one call, with
     /// no staging buffer.  Its address is `EP_STAGE_ALIGN`-aligned.
     #[inline]
-    pub fn add(&self, code: &[u8]) -> Result<Code<'_>> {
+    pub fn add(&self, code: &[u8]) -> Result<Code> {
+        let exec = self.add_raw(code)?;
+        // SAFETY: a successful ep_add
+        Ok(unsafe { Code::from_add(self.clone(), exec) })
+    }
+
+    /// [`add`](Pool::add), giving code that borrows the pool instead of
+    /// holding a handle (as [`Staging::finalize_scoped`] does).
+    #[inline]
+    pub fn add_scoped(&self, code: &[u8]) -> Result<Code<&Pool>> {
+        let exec = self.add_raw(code)?;
+        // SAFETY: a successful ep_add
+        Ok(unsafe { Code::from_add(self, exec) })
+    }
+
+    #[inline(always)]
+    fn add_raw(&self, code: &[u8]) -> Result<*mut c_void> {
         let mut exec = ptr::null_mut();
         // SAFETY: code is readable for its length
-        check(unsafe {
-            sys::ep_add(self.raw.as_ptr(), code.as_ptr() as *const std::os::raw::c_void, code.len(), &mut exec)
-        })?;
-        // SAFETY: a successful ep_add of code.len() bytes
-        Ok(unsafe { Code::from_add(self, exec) })
+        check(unsafe { sys::ep_add(self.as_raw(), code.as_ptr() as *const c_void, code.len(), &mut exec) })?;
+        Ok(exec)
     }
 
     /// `ep_pool_trim`: give back now what the pool keeps for reuse (empty
@@ -369,7 +406,7 @@ impl Pool {
     pub fn trim(&self) -> Result<usize> {
         let mut released = 0usize;
         // SAFETY: a live pool and a valid out pointer
-        check(unsafe { sys::ep_pool_trim(self.raw.as_ptr(), &mut released) })?;
+        check(unsafe { sys::ep_pool_trim(self.as_raw(), &mut released) })?;
         Ok(released)
     }
 
@@ -377,7 +414,7 @@ impl Pool {
     pub fn stats(&self) -> Stats {
         let mut s = sys::ep_stats::default();
         // SAFETY: a live pool and a valid out pointer: cannot fail
-        unsafe { sys::ep_pool_stats(self.raw.as_ptr(), &mut s) };
+        unsafe { sys::ep_pool_stats(self.as_raw(), &mut s) };
         Stats {
             packs: s.packs,
             pack_bytes: s.pack_bytes,
@@ -391,21 +428,21 @@ impl Pool {
     /// `ep_pool_backend`: "memfd", "hugetlb" or "kmod".
     pub fn backend(&self) -> &str {
         // SAFETY: a static string for a live pool
-        unsafe { CStr::from_ptr(sys::ep_pool_backend(self.raw.as_ptr())) }.to_str().unwrap_or("")
+        unsafe { CStr::from_ptr(sys::ep_pool_backend(self.as_raw())) }.to_str().unwrap_or("")
     }
 
     /// `ep_pool_reasons`: why [`Backend::Auto`] passed over the backends it
     /// did not choose ("" when it took the first).
     pub fn reasons(&self) -> &str {
         // SAFETY: valid while the pool lives, which &self outlives
-        unsafe { CStr::from_ptr(sys::ep_pool_reasons(self.raw.as_ptr())) }.to_str().unwrap_or("")
+        unsafe { CStr::from_ptr(sys::ep_pool_reasons(self.as_raw())) }.to_str().unwrap_or("")
     }
 
     /// `ep_pool_guards`.
     pub fn guards(&self) -> Guards {
         let mut why = [0 as c_char; 512];
         // SAFETY: why is writable for its length
-        let bits = unsafe { sys::ep_pool_guards(self.raw.as_ptr(), why.as_mut_ptr(), why.len()) };
+        let bits = unsafe { sys::ep_pool_guards(self.as_raw(), why.as_mut_ptr(), why.len()) };
         Guards {
             bits,
             pkey: bits & sys::EP_GUARD_PKEY != 0,
@@ -415,18 +452,10 @@ impl Pool {
     }
 }
 
-impl Drop for Pool {
-    fn drop(&mut self) {
-        // SAFETY: nothing borrows the pool any more (Staging and Code hold
-        // &Pool), so no allocation of it is reachable from safe code
-        unsafe { sys::ep_pool_destroy(self.raw.as_ptr()) }
-    }
-}
-
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
-            .field("raw", &self.raw)
+            .field("raw", &self.inner.raw)
             .field("backend", &self.backend())
             .finish()
     }

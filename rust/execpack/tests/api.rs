@@ -280,3 +280,31 @@ fn chunk_size_grain() {
     let e = Pool::builder().chunk_size(48).build().unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
 }
+
+#[test]
+fn scoped_code_borrows_the_pool() {
+    let pool = pool();
+    let mut s = pool.alloc(64).unwrap();
+    let code = ret_imm(21);
+    s[..code.len()].copy_from_slice(&code);
+    let a: execpack::Code<&Pool> = s.finalize_scoped().unwrap();
+    let mut s = pool.alloc(256).unwrap();
+    s[..code.len()].copy_from_slice(&ret_imm(22));
+    let b = s.finalize_size_scoped(code.len()).unwrap();
+    let c = pool.add_scoped(&ret_imm(23)).unwrap();
+    assert_eq!((call(&a), call(&b), call(&c)), (21, 22, 23));
+    assert!(a.pool().same(&pool));
+    assert!(b.len() < 256, "finalize_size_scoped kept {} bytes", b.len());
+    assert_eq!(pool.stats().live_allocs, 3);
+    // the raw form of either kind comes back as either kind
+    let p = c.into_raw();
+    let c = unsafe { execpack::Code::from_raw(pool.clone(), p) };
+    assert_eq!(call(&c), 23);
+    drop((a, b, c));
+    assert_eq!(pool.stats().live_allocs, 0);
+    // a failed finalize frees the allocation, scoped or not
+    let s = pool.alloc(64).unwrap();
+    let e = s.finalize_size_scoped(0).unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    assert_eq!(pool.stats().live_allocs, 0);
+}

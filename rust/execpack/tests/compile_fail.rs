@@ -97,6 +97,37 @@ pub fn f(pool: &execpack::Pool) -> execpack::Result<u32> {
 "#,
     );
     assert!(ok.is_none(), "the control snippet does not compile:\n{}", ok.unwrap());
+    // what a JIT does with its code, which must compile: pool and code side
+    // by side in one struct, code returned past its pool's handle, code sent
+    // to a spawned thread, the pool dropped first
+    let ok = compile(
+        "control_owned",
+        r#"
+pub struct Jit {
+    pub pool: execpack::Pool,
+    pub funcs: Vec<execpack::Code>,
+}
+pub fn make() -> execpack::Result<execpack::Code> {
+    let pool = execpack::Pool::new()?;
+    let code = pool.add(&[0xc3])?;
+    Ok(code)
+}
+pub fn jit() -> execpack::Result<Jit> {
+    let pool = execpack::Pool::new()?;
+    let funcs = vec![pool.add(&[0xc3])?];
+    Ok(Jit { pool, funcs })
+}
+pub fn elsewhere(code: execpack::Code) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || code.addr())
+}
+pub fn pool_first(pool: execpack::Pool) -> execpack::Result<usize> {
+    let code = pool.add(&[0xc3])?;
+    drop(pool);
+    Ok(code.addr())
+}
+"#,
+    );
+    assert!(ok.is_none(), "the owned-code snippet does not compile:\n{}", ok.unwrap());
 
     must_fail(
         "write_after_finalize",
@@ -142,11 +173,37 @@ pub fn f(pool: &execpack::Pool) {
     );
 
     must_fail(
-        "code_outlives_pool",
+        "staging_outlives_pool",
         r#"
-pub fn f() -> execpack::Code<'static> {
+pub fn f() -> execpack::Staging<'static> {
     let pool = execpack::Pool::new().unwrap();
-    let code = pool.alloc(16).unwrap().finalize().unwrap();
+    pool.alloc(16).unwrap()
+}
+"#,
+        "E0515",
+        "returns a value referencing data owned by the current function",
+    );
+
+    must_fail(
+        "pool_dropped_under_staging",
+        r#"
+pub fn f() {
+    let pool = execpack::Pool::new().unwrap();
+    let s = pool.alloc(16).unwrap();
+    drop(pool);
+    drop(s);
+}
+"#,
+        "E0505",
+        "cannot move out of `pool` because it is borrowed",
+    );
+
+    must_fail(
+        "scoped_code_outlives_pool",
+        r#"
+pub fn f() -> execpack::Code<&'static execpack::Pool> {
+    let pool = execpack::Pool::new().unwrap();
+    let code = pool.alloc(16).unwrap().finalize_scoped().unwrap();
     code
 }
 "#,
@@ -155,11 +212,11 @@ pub fn f() -> execpack::Code<'static> {
     );
 
     must_fail(
-        "pool_dropped_under_code",
+        "pool_dropped_under_scoped_code",
         r#"
 pub fn f() {
     let pool = execpack::Pool::new().unwrap();
-    let code = pool.alloc(16).unwrap().finalize().unwrap();
+    let code = pool.add_scoped(&[0xc3]).unwrap();
     drop(pool);
     drop(code);
 }
@@ -171,7 +228,7 @@ pub fn f() {
     must_fail(
         "window_written_after_commit",
         r#"
-pub fn f(code: &execpack::Code<'_>) {
+pub fn f(code: &execpack::Code) {
     let mut w = code.patch(0, 4).unwrap();
     unsafe { w.commit().unwrap() };
     w[0] = 0x90;
@@ -198,7 +255,7 @@ pub fn f(pool: &execpack::Pool) {
     must_fail(
         "commit_without_unsafe",
         r#"
-pub fn f(code: &execpack::Code<'_>) {
+pub fn f(code: &execpack::Code) {
     let w = code.patch(0, 4).unwrap();
     let _ = w.commit();
 }
@@ -210,7 +267,7 @@ pub fn f(code: &execpack::Code<'_>) {
     must_fail(
         "patch_without_unsafe",
         r#"
-pub fn f(code: &execpack::Code<'_>) {
+pub fn f(code: &execpack::Code) {
     let _ = code.write(0, &[0x90]);
 }
 "#,
@@ -221,7 +278,7 @@ pub fn f(code: &execpack::Code<'_>) {
     must_fail(
         "call_without_unsafe",
         r#"
-pub fn f(code: &execpack::Code<'_>) -> u32 {
+pub fn f(code: &execpack::Code) -> u32 {
     let g: extern "C" fn() -> u32 = code.as_fn();
     g()
 }

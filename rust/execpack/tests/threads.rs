@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-//! Code made on one thread, called and freed on another; a pool shared by
-//! threads through scoped threads and through a &'static Pool.
+//! Code made on one thread, called and freed on another: through spawned
+//! threads (code owns a handle of its pool, so it may go anywhere) and
+//! through scoped threads borrowing one pool.
 #![cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod common;
 
@@ -12,37 +13,66 @@ use common::*;
 fn code_moved_and_freed_across_threads() {
     let pool = pool();
     let n = 2000u32;
-    std::thread::scope(|s| {
-        let (tx, rx) = mpsc::sync_channel::<(u32, execpack::Code<'_>)>(64);
-        for t in 0..4u32 {
+    let (tx, rx) = mpsc::sync_channel::<(u32, execpack::Code)>(64);
+    let producers: Vec<_> = (0..4u32)
+        .map(|t| {
             let tx = tx.clone();
-            let pool = &pool;
-            s.spawn(move || {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
                 for i in 0..n / 4 {
                     let imm = t << 24 | i;
-                    tx.send((imm, put(pool, &ret_imm(imm)))).unwrap();
+                    tx.send((imm, put(&pool, &ret_imm(imm)))).unwrap();
                 }
-            });
+            })
+        })
+        .collect();
+    drop(tx);
+    // the consumer calls and frees what the producers made
+    let consumer = std::thread::spawn(move || {
+        let mut got = 0;
+        for (imm, code) in rx {
+            assert_eq!(call(&code), imm);
+            got += 1;
         }
-        drop(tx);
-        // the consumer calls and frees what the producers made
-        let consumer = s.spawn(move || {
-            let mut got = 0;
-            for (imm, code) in rx {
-                assert_eq!(call(&code), imm);
-                got += 1;
-            }
-            got
-        });
-        assert_eq!(consumer.join().unwrap(), n);
+        got
+    });
+    for p in producers {
+        p.join().unwrap();
+    }
+    assert_eq!(consumer.join().unwrap(), n);
+    assert_eq!(pool.stats().live_allocs, 0);
+}
+
+#[test]
+fn scoped_threads_share_one_pool() {
+    let pool = pool();
+    std::thread::scope(|s| {
+        let pool = &pool;
+        let hs: Vec<_> = (0..4u32)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    for i in 0..300u32 {
+                        mine.push((t * 1000 + i, put(pool, &ret_imm(t * 1000 + i))));
+                        if i % 3 == 0 {
+                            mine.swap_remove(i as usize % mine.len());
+                        }
+                    }
+                    mine.iter().all(|(imm, c)| call(c) == *imm)
+                })
+            })
+            .collect();
+        for h in hs {
+            assert!(h.join().unwrap());
+        }
     });
     assert_eq!(pool.stats().live_allocs, 0);
 }
 
 #[test]
-fn static_pool_and_shared_code() {
-    let pool: &'static execpack::Pool = Box::leak(Box::new(pool()));
-    let code = std::sync::Arc::new(put(pool, &ret_imm(42)));
+fn shared_code_freed_by_the_last_thread() {
+    let pool = pool();
+    let code = std::sync::Arc::new(put(&pool, &ret_imm(42)));
     let hs: Vec<_> = (0..4)
         .map(|_| {
             let c = code.clone();
@@ -52,7 +82,7 @@ fn static_pool_and_shared_code() {
     for h in hs {
         assert!(h.join().unwrap());
     }
-    // freed by the last thread to drop it
+    // freed by the thread that drops it last
     let h = std::thread::spawn(move || drop(code));
     h.join().unwrap();
     assert_eq!(pool.stats().live_allocs, 0);
@@ -63,7 +93,8 @@ fn assert_send_sync<T: Send + Sync>() {}
 #[test]
 fn send_and_sync() {
     assert_send_sync::<execpack::Pool>();
-    assert_send_sync::<execpack::Code<'static>>();
+    assert_send_sync::<execpack::Code>();
     assert_send_sync::<execpack::Staging<'static>>();
+    assert_send_sync::<execpack::Patch<'static>>();
     assert_send_sync::<execpack::Error>();
 }

@@ -38,13 +38,13 @@ pub fn pool() -> execpack::Pool {
 }
 
 /// alloc + copy + finalize.
-pub fn put<'p>(pool: &'p execpack::Pool, code: &[u8]) -> execpack::Code<'p> {
+pub fn put(pool: &execpack::Pool, code: &[u8]) -> execpack::Code {
     let mut s = pool.alloc(code.len()).expect("alloc");
     s[..code.len()].copy_from_slice(code);
     s.finalize().expect("finalize")
 }
 
-pub fn call(code: &execpack::Code<'_>) -> u32 {
+pub fn call<P: std::borrow::Borrow<execpack::Pool>>(code: &execpack::Code<P>) -> u32 {
     // SAFETY: every code of these tests is an extern "C" fn() -> u32
     let f: extern "C" fn() -> u32 = unsafe { code.as_fn() };
     f()
