@@ -438,7 +438,13 @@ impl Pool {
         unsafe { CStr::from_ptr(sys::ep_pool_reasons(self.as_raw())) }.to_str().unwrap_or("")
     }
 
-    /// `ep_pool_guards`.
+    /// `ep_pool_guards`: which hardware protections guard the pool's code,
+    /// and why each missing one is missing.
+    pub fn pool_guards(&self) -> Guards {
+        self.guards()
+    }
+
+    /// The same as [`pool_guards`](Pool::pool_guards).
     pub fn guards(&self) -> Guards {
         let mut why = [0 as c_char; 512];
         // SAFETY: why is writable for its length

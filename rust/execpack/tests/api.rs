@@ -175,7 +175,8 @@ fn config_fields_reach_the_pool() {
 #[test]
 fn guards_probe_reasons() {
     let pool = pool();
-    let g = pool.guards();
+    let g = pool.pool_guards();
+    assert_eq!(g, pool.guards());
     assert_eq!(g.pkey, g.bits & execpack::sys::EP_GUARD_PKEY != 0);
     assert!(g.bti == false || cfg!(target_arch = "aarch64"));
     // a guard not in force says why
