@@ -61,10 +61,17 @@ impl<'p> Staging<'p> {
         self.pool
     }
 
+    /// The pool and the address, as the C calls take them.
+    #[inline(always)]
+    fn raw(&self) -> (*mut sys::ep_pool, *mut c_void) {
+        (self.pool.as_raw(), self.exec.as_ptr() as *mut c_void)
+    }
+
     /// `ep_shrink` before finalizing: keep only the first `size` bytes.
     pub fn shrink(&mut self, size: usize) -> Result<()> {
         // SAFETY: a live allocation of this pool
-        check(unsafe { sys::ep_shrink(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, size) })?;
+        let (pool, exec) = self.raw();
+        check(unsafe { sys::ep_shrink(pool, exec, size) })?;
         self.size = size.min(self.size);
         Ok(())
     }
@@ -143,8 +150,9 @@ impl DerefMut for Staging<'_> {
 impl Drop for Staging<'_> {
     #[inline]
     fn drop(&mut self) {
+        let (pool, exec) = self.raw();
         // SAFETY: a live allocation of this pool, not finalized
-        unsafe { sys::ep_free(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void) };
+        unsafe { sys::ep_free(pool, exec) };
     }
 }
 
@@ -230,6 +238,12 @@ impl<P: Borrow<Pool>> Code<P> {
         self.pool.borrow()
     }
 
+    /// The pool and the address, as the C calls take them.
+    #[inline(always)]
+    fn raw(&self) -> (*mut sys::ep_pool, *mut c_void) {
+        (self.pool().as_raw(), self.exec.as_ptr() as *mut c_void)
+    }
+
     /// The code's address as a function pointer type `F`, for instance
     /// `extern "C" fn(i64) -> i64`.
     ///
@@ -259,9 +273,10 @@ impl<P: Borrow<Pool>> Code<P> {
     /// arm64); anything else must be done with the executors stopped.
     /// A range not inside the code is the library's EINVAL.
     pub unsafe fn write(&self, off: usize, bytes: &[u8]) -> Result<()> {
+        let (pool, exec) = self.raw();
         check(sys::ep_write(
-            self.pool.borrow().as_raw(),
-            self.exec.as_ptr().wrapping_add(off) as *mut c_void,
+            pool,
+            (exec as *mut u8).wrapping_add(off) as *mut c_void,
             bytes.as_ptr() as *const c_void,
             bytes.len(),
         ))
@@ -271,17 +286,17 @@ impl<P: Borrow<Pool>> Code<P> {
     /// [`symbolize`](crate::symbolize).
     pub fn set_name(&self, name: &str) -> Result<()> {
         let n = c_name(name)?;
+        let (pool, exec) = self.raw();
         // SAFETY: a live allocation of this pool; n lives across the call
-        check(unsafe { sys::ep_set_name(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr()) })
+        check(unsafe { sys::ep_set_name(pool, exec, n.as_ptr()) })
     }
 
     /// `ep_set_name_size`: the name covers only the first `size` bytes.
     pub fn set_name_size(&self, name: &str, size: usize) -> Result<()> {
         let n = c_name(name)?;
+        let (pool, exec) = self.raw();
         // SAFETY: as set_name
-        check(unsafe {
-            sys::ep_set_name_size(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, n.as_ptr(), size)
-        })
+        check(unsafe { sys::ep_set_name_size(pool, exec, n.as_ptr(), size) })
     }
 
     /// `ep_set_unwind`.
@@ -291,17 +306,17 @@ impl<P: Borrow<Pool>> Code<P> {
             Unwind::DwarfFp => sys::EP_UNWIND_DWARF_FP,
             Unwind::DwarfSp => sys::EP_UNWIND_DWARF_SP,
         };
+        let (pool, exec) = self.raw();
         // SAFETY: a live allocation of this pool
-        check(unsafe {
-            sys::ep_set_unwind(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, k, prologue, frame)
-        })
+        check(unsafe { sys::ep_set_unwind(pool, exec, k, prologue, frame) })
     }
 
     /// `ep_shrink`: keep only the first `size` bytes; the whole chunks past
     /// them go back to the pool.
     pub fn shrink(&mut self, size: usize) -> Result<()> {
+        let (pool, exec) = self.raw();
         // SAFETY: a live allocation of this pool
-        check(unsafe { sys::ep_shrink(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void, size) })
+        check(unsafe { sys::ep_shrink(pool, exec, size) })
     }
 
     /// Give up ownership: the code is never freed by the binding, and lives
@@ -335,9 +350,10 @@ pub(crate) fn c_name(name: &str) -> Result<CString> {
 impl<P: Borrow<Pool>> Drop for Code<P> {
     #[inline]
     fn drop(&mut self) {
+        let (pool, exec) = self.raw();
         // SAFETY: a live allocation of this pool, owned by self; the pool's
         // handle is dropped after this (and destroys it if it is the last)
-        unsafe { sys::ep_free(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void) };
+        unsafe { sys::ep_free(pool, exec) };
     }
 }
 
@@ -371,9 +387,9 @@ impl<P: Borrow<Pool>> Code<P> {
     pub fn patch(&self, off: usize, len: usize) -> Result<Patch<'_>> {
         let mut rw = std::ptr::null_mut();
         let exec = self.exec.as_ptr().wrapping_add(off);
-        check(unsafe { sys::ep_patch_begin(self.pool.borrow().as_raw(), exec as *mut c_void, len, &mut rw) })?;
+        check(unsafe { sys::ep_patch_begin(self.pool().as_raw(), exec as *mut c_void, len, &mut rw) })?;
         Ok(Patch {
-            pool: self.pool.borrow(),
+            pool: self.pool(),
             // SAFETY: non-null: begin accepted it as inside the allocation
             exec: unsafe { NonNull::new_unchecked(exec) },
             rw: NonNull::new(rw as *mut u8).expect("ep_patch_begin returned 0 and no buffer"),
@@ -397,7 +413,7 @@ impl Patch<'_> {
     /// each aligned word old or new, never torn, but a change spanning
     /// several words may be seen half done (ep_patch_begin(3)).
     pub unsafe fn commit(self) -> Result<()> {
-        let rc = sys::ep_patch_commit(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void);
+        let rc = sys::ep_patch_commit(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void);
         if rc == 0 {
             mem::forget(self);
             return Ok(());
@@ -428,7 +444,7 @@ impl DerefMut for Patch<'_> {
 impl Drop for Patch<'_> {
     fn drop(&mut self) {
         // SAFETY: the window opened at exec is still open
-        unsafe { sys::ep_patch_abort(self.pool.borrow().as_raw(), self.exec.as_ptr() as *mut c_void) };
+        unsafe { sys::ep_patch_abort(self.pool.as_raw(), self.exec.as_ptr() as *mut c_void) };
     }
 }
 
