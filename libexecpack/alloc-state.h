@@ -22,6 +22,9 @@
  *                      ep_finalize() or the end of a patch window
  *                      dropping the record, BUSY -> REC a call giving
  *                      it one (a name, a window)          (heap lock)
+ *   REC -> BUSY        ep__st_settle(): an entered allocation whose
+ *                      record goes, just before its lookup entry goes
+ *                      (then ep__st_leave() to PLAIN)    (heap lock)
  *   REC, BUSY -> NONE  ep__st_gone(): a free, its chunks given back
  *                      first                              (heap lock)
  *   PLAIN -> FREEING   ep__st_claim_free(): a lock-free free, one CAS, the
@@ -176,6 +179,15 @@ static inline void ep__st_leave(struct ep__pack *p, size_t c, enum ep__st to)
 	unsigned char s = ep__st_with(ep__st_byte(p, c), to);
 
 	ep__store_release(&p->state[c], s);
+}
+
+/* Heap lock held, the allocation entered: it loses its record and will
+ * leave PLAIN.  REC -> BUSY first, so that a lock-free reader never sees
+ * REC while the entry info.c keeps for it is gone. */
+static inline void ep__st_settle(struct ep__pack *p, size_t c)
+{
+	EP_YIELD("state settle");
+	ep__store_release(&p->state[c], ep__st_with(ep__st_byte(p, c), EP__ST_BUSY));
 }
 
 /* Heap lock held, the allocation entered: it is n chunks long now. */

@@ -101,6 +101,7 @@
 
 #define ep__fence_acquire()	__atomic_thread_fence(__ATOMIC_ACQUIRE)
 #define ep__fence_release()	__atomic_thread_fence(__ATOMIC_RELEASE)
+#define ep__fence_seq_cst()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define ep__signal_fence()	__atomic_signal_fence(__ATOMIC_SEQ_CST)
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,20 @@ int ep__heap_create(const struct ep_config *cfg_in, struct ep__heap **out)
 	return 0;
 }
 
+/* What a destroyed heap kept for lock-free readers (grace.h). */
+static void heap_free_late(struct ep__grace *g)
+{
+	struct ep__heap *h = (struct ep__heap *)((char *)g - offsetof(struct ep__heap, grace));
+
+	while (h->spare_packs) {
+		struct ep__pack *p = h->spare_packs;
+
+		h->spare_packs = p->next;
+		ep__pack_free(p);
+	}
+	free(h);
+}
+
 void ep__heap_destroy(struct ep__heap *h)
 {
 	if (!h)
@@ -218,19 +233,16 @@ void ep__heap_destroy(struct ep__heap *h)
 			free(a);
 		}
 	}
+	/* (the pack structs stay for ep_lookup() until heap_free_late()) */
 	while (h->head) {
 		struct ep__pack *p = h->head;
 
 		h->head = p->next;
 		ep__route_clear((uintptr_t)p->r.exec, p->r.size);
 		ep__region_drop(h, &p->r);
-		ep__pack_free(p);
-	}
-	while (h->spare_packs) {
-		struct ep__pack *p = h->spare_packs;
-
-		h->spare_packs = p->next;
-		ep__pack_free(p);
+		ep__store_release(&p->r.exec, NULL);
+		p->next = h->spare_packs;
+		h->spare_packs = p;
 	}
 	for (int k = 0; k < STASH_CLASSES; k++)
 		for (unsigned i = 0; i < h->nstash[k]; i++)
@@ -252,7 +264,8 @@ void ep__heap_destroy(struct ep__heap *h)
 	free(h->fits);
 	free(h->ranges);
 	free(h->hash);
-	free(h);
+	/* ep_lookup() may still read the heap and its packs (grace.h) */
+	ep__grace_retire(&h->grace, heap_free_late);
 }
 
 /*

@@ -32,12 +32,16 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc-state.h"
 #include "diag-symtab.h"
 #include "diag.h"
+#include "fork.h"
+#include "grace.h"
 #include "info.h"
 #include "lock.h"
+#include "pack-seq.h"
 #include "pack.h"
 #include "patch.h"
 #include "registry.h"
@@ -48,6 +52,8 @@
 
 struct info_slot {
 	unsigned long seq; /* odd while the writer changes the slot */
+	const void *writer; /* ep__self() of the last writer (a reader may be
+			       a handler that interrupted it: see slot_read) */
 	struct ep__info_entry e; /* e.hi == 0: empty (every field an atomic word) */
 };
 
@@ -149,6 +155,7 @@ static void slot_write(struct info_slot *s, const struct ep__info_entry *e)
 	if (!e)
 		e = &none;
 	EP_YIELD("info write");
+	ep__store_relaxed(&s->writer, ep__self());
 	ep__store_relaxed(&s->seq, q + 1);
 	ep__fence_release();
 	ep__store_relaxed(&s->e.lo, e->lo);
@@ -226,14 +233,44 @@ void ep__info_hide(void)
 	}
 }
 
-/* A consistent copy of slot s into *e: true, or false when it stayed odd. */
+/*
+ * Whether the writer that left a count odd will never end it while this
+ * reader waits: it is this very thread (the reader is a signal handler
+ * that interrupted it), or it is gone (a child that ran no fork handler
+ * yet: fork.h's mark is not 1).  Any other writer is running, or will
+ * run again, and ends its few stores.
+ */
+static bool writer_stuck(const void *writer)
+{
+	int *mark = ep__fork_mark;
+
+	return writer == ep__self() || (mark && ep__load_acquire(mark) != 1);
+}
+
+/* A short wait for a writer that has no way to wake us: spin, then sleep
+ * briefly (nanosleep(2) is async-signal-safe). */
+static void writer_wait(unsigned spins)
+{
+	if (!EP_SPIN(spins, "info slot")) {
+		struct timespec ts = { 0, 20 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* A consistent copy of slot s into *e: true; false only when its writer
+ * is stuck (writer_stuck()): the slot is then passed over. */
 static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
 {
-	for (int tries = 0; tries < 1000; tries++) {
+	for (unsigned spins = 0;; spins++) {
 		unsigned long q = ep__load_acquire(&s->seq);
 
-		if (q & 1)
+		if (q & 1) {
+			if (writer_stuck(ep__load_relaxed(&s->writer)))
+				return false;
+			writer_wait(spins);
 			continue;
+		}
 		e->lo = ep__load_relaxed(&s->e.lo);
 		e->hi = ep__load_relaxed(&s->e.hi);
 		e->exec = ep__load_relaxed(&s->e.exec);
@@ -247,7 +284,6 @@ static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
 		if (ep__load_relaxed(&s->seq) == q)
 			return true;
 	}
-	return false;
 }
 
 /* Which range of an entry entry_find() matches an address against. */
@@ -285,20 +321,57 @@ static bool entry_find(uintptr_t addr, enum find_by by, uintptr_t key, struct ep
 }
 
 /* The end (chunk) of the allocation at chunk pos, from maps the owner may
- * be changing: a sequence lock's reader that gives up after a while (a
- * handler may have interrupted the owner), keeping its last scan. */
-static size_t end_unlocked(const struct ep__pack *p, size_t pos, size_t nchunks)
+ * be changing: a sequence lock's reader that waits for the owner's few
+ * stores (pack-seq.h), unless that owner is stuck (writer_stuck()): then
+ * the maps as they are. */
+static size_t end_unlocked(struct ep__pack *p, size_t pos, size_t nchunks)
 {
-	size_t e = nchunks;
-
-	for (int tries = 0; tries < 1000; tries++) {
+	for (;;) {
 		unsigned s = ep__pack_read_begin(p);
+		size_t e = ep__pack_end_racy(p, pos, nchunks);
 
-		e = ep__pack_end_racy(p, pos, nchunks);
 		if (ep__pack_read_ok(p, s))
-			break;
+			return e;
+		if (!(s & 1))
+			continue; /* moved: read again */
+		if (writer_stuck(ep__load_relaxed(&p->seq_writer)))
+			return e;
+		ep__pack_read_wait(p, s);
 	}
-	return e;
+}
+
+/* Whether chunk c of p is allocated, from a racing read of its word. */
+static bool used_racy(const struct ep__pack *p, size_t c)
+{
+	return (ep__load_relaxed(&p->used[c / 64]) >> (c % 64)) & 1;
+}
+
+/* Eight state bytes read as one word (the state array is word aligned). */
+typedef uint64_t __attribute__((may_alias)) st_word;
+#define ST_MASK_WORD 0x0707070707070707ull /* each byte's state bits */
+
+/* The nearest chunk at or before c whose state is not NONE, its byte in
+ * *b; SIZE_MAX if none.  Whole words of NONE bytes are passed at once: a
+ * long allocation is read at eight chunks a load. */
+static size_t first_chunk(const struct ep__pack *p, size_t c, unsigned char *b)
+{
+	for (;;) {
+		unsigned char x = ep__st_byte(p, c);
+
+		if (x & EP__ST_MASK) {
+			*b = x;
+			return c;
+		}
+		if (c == 0)
+			return SIZE_MAX;
+		c--;
+		while ((c & 7) == 7 &&
+		       !(ep__load_acquire((const st_word *)(p->state + c - 7)) & ST_MASK_WORD)) {
+			if (c < 8)
+				return SIZE_MAX;
+			c -= 8;
+		}
+	}
 }
 
 static void copy_name(struct ep_info *out, const char *name)
@@ -313,8 +386,56 @@ static void copy_name(struct ep_info *out, const char *name)
 	out->flags |= EP_INFO_NAMED;
 }
 
-/* The executable address addr of pool memory: no locks. */
-static int lookup_exec(uintptr_t addr, struct ep_info *out)
+/* -EAGAIN: what lookup_once() read changed under it; it reads again. */
+#define CHANGED (-EAGAIN)
+
+/*
+ * The executable address addr in pack p: [*lo, *hi) of the allocation
+ * holding it and its first chunk's state byte (*b), read consistently:
+ * 0, -ENOENT, or CHANGED.  The byte of a live allocation's first chunk is
+ * never NONE (alloc-state.h), so the nearest byte that is not NONE at or
+ * before addr's chunk is its allocation's; a byte, base or used bit that
+ * changed between the first read and the last means another try.
+ */
+static int pack_extent(struct ep__pack *p, uintptr_t addr, uintptr_t *lo, uintptr_t *hi,
+		       unsigned char *b)
+{
+	uintptr_t base = (uintptr_t)ep__load_acquire(&p->r.exec);
+	size_t nch = ep__load_acquire(&p->nchunks);
+
+	/* (the pack's chunk size, for ever: see types.h) */
+	if (!base || addr < base || (addr - base) >> p->shift >= nch)
+		return -ENOENT;
+	size_t c = (addr - base) >> p->shift;
+
+	/* a free chunk, or one given back by a free under way */
+	if (!used_racy(p, c))
+		return -ENOENT;
+	EP_YIELD("lookup state");
+	size_t s = first_chunk(p, c, b);
+
+	if (s == SIZE_MAX)
+		return -ENOENT; /* being born: not handed out yet */
+	unsigned st = *b & EP__ST_MASK;
+
+	if (st != EP__ST_REC && st != EP__ST_PLAIN && st != EP__ST_BUSY)
+		return -ENOENT; /* a lock-free free owns it */
+	size_t n = ep__st_len(*b) ? ep__st_len(*b) : end_unlocked(p, s, nch) - s;
+
+	EP_YIELD("lookup check");
+	if (ep__st_byte(p, s) != *b || (uintptr_t)ep__load_acquire(&p->r.exec) != base ||
+	    !used_racy(p, c))
+		return CHANGED;
+	if (c >= s + n)
+		return -ENOENT; /* taken by an allocation not born yet */
+	*lo = base + (s << p->shift);
+	*hi = *lo + (n << p->shift);
+	return 0;
+}
+
+/* One consistent look at the executable address addr: 0, -ENOENT, or
+ * CHANGED (out partly filled: the caller clears it). */
+static int lookup_once(uintptr_t addr, struct ep_info *out)
 {
 	void *v = ep__route_get(addr);
 
@@ -327,8 +448,9 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 	uintptr_t lo, hi;
 	char name[EP_NAME_MAX + 1];
 	uintptr_t nlo;
+	unsigned char b = 0;
 
-	out->pool = h->root;
+	out->pool = ep__load_relaxed(&h->root);
 	if (!p) {
 		have = entry_find(addr, BY_EXEC, 0, &e);
 		if (!have || !(e.flags & EP__INFO_LARGE))
@@ -337,51 +459,33 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 		hi = e.hi;
 		out->flags |= EP_INFO_LARGE;
 	} else {
-		uintptr_t base = (uintptr_t)ep__load_acquire(&p->r.exec);
-		size_t nch = ep__load_acquire(&p->nchunks);
+		int rc = pack_extent(p, addr, &lo, &hi, &b);
 
-		/* (the pack's chunk size, for ever: see types.h) */
-		if (!base || addr < base || (addr - base) >> p->shift >= nch)
-			return -ENOENT;
-		size_t c = (addr - base) >> p->shift, s = c;
-		unsigned char b;
-
-		/* the allocation's first chunk: the nearest state byte before
-		 * that is not NONE (a live byte is on a first chunk only) */
-		EP_YIELD("lookup state");
-		while (!((b = ep__st_byte(p, s)) & EP__ST_MASK)) {
-			if (s == 0)
-				return -ENOENT;
-			s--;
-		}
-		unsigned st = b & EP__ST_MASK;
-
-		if (st == EP__ST_FREEING)
-			return -ENOENT;
-		size_t n = ep__st_len(b) ? ep__st_len(b) : end_unlocked(p, s, nch) - s;
-
-		if (c >= s + n)
-			return -ENOENT; /* a free chunk after it */
-		EP_YIELD("lookup check");
-		/* the same allocation still (or one just like it) */
-		if (ep__st_byte(p, s) != b ||
-		    (uintptr_t)ep__load_acquire(&p->r.exec) != base)
-			return -ENOENT;
-		lo = base + (s << p->shift);
-		hi = lo + (n << p->shift);
-		if (st != EP__ST_REC) {
-			/* no record: finalized, unnamed, no window, exec at lo */
+		if (rc)
+			return rc;
+		if ((b & EP__ST_MASK) != EP__ST_REC) {
+			/* PLAIN, or BUSY (a call on a PLAIN one, or a record
+			 * going: ep__st_settle()): finalized, unnamed, no
+			 * window, exec at lo */
 			out->flags |= EP_INFO_FINALIZED;
 			out->exec = (void *)lo;
 			out->size = hi - lo;
 			return 0;
 		}
-		have = entry_find(addr, BY_EXEC, base + (s << p->shift), &e);
+		have = entry_find(addr, BY_EXEC, lo, &e);
 		if (have && (e.lo != lo || e.hi > hi))
 			have = false; /* an older allocation's entry */
+		/* REC with no entry is staged (a record that goes passes
+		 * through BUSY first): unless the byte moved meanwhile */
+		size_t s = (lo - (uintptr_t)ep__load_relaxed(&p->r.exec)) >> p->shift;
+
+		EP_YIELD("lookup entry");
+		if (ep__st_byte(p, s) != b)
+			return CHANGED;
 	}
 	out->exec = (void *)lo;
 	if (have) {
+		out->pool = e.pool;
 		out->exec = (void *)e.exec;
 		if (e.flags & EP__INFO_FINALIZED)
 			out->flags |= EP_INFO_FINALIZED;
@@ -416,6 +520,37 @@ static int lookup_exec(uintptr_t addr, struct ep_info *out)
 	return 0;
 }
 
+/* The executable address addr of pool memory: no locks, no allocation; a
+ * read that raced a change reads again (each try follows a writer's
+ * progress, so the tries end). */
+static int lookup_exec(uintptr_t addr, struct ep_info *out)
+{
+	for (;;) {
+		int rc = lookup_once(addr, out);
+
+		if (rc != CHANGED)
+			return rc;
+		memset(out, 0, sizeof(*out));
+	}
+}
+
+EP_API int ep_lookup(const void *addr, struct ep_info *out)
+{
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!addr)
+		return -ENOENT;
+	/* the heaps and packs it reads outlive it (grace.h) */
+	unsigned g = ep__grace_enter();
+	int rc = lookup_exec((uintptr_t)addr, out);
+
+	ep__grace_leave(g);
+	if (rc)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
 struct stage_find {
 	uintptr_t addr;
 	struct ep_info *out;
@@ -448,26 +583,28 @@ static void stage_in_heap(struct ep__heap *h, void *arg)
 	ep__unlock(&h->lock);
 }
 
-EP_API int ep_lookup(const void *addr, struct ep_info *out)
+EP_API int ep_lookup_rw(const void *addr, struct ep_info *out)
 {
 	if (!out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
+	if (!addr)
+		return -ENOENT;
+	ep__fork_check(); /* (its locks below: a raw child's are reset first) */
 
 	uintptr_t x = (uintptr_t)addr;
-	int rc = lookup_exec(x, out);
+	int rc = ep_lookup(addr, out);
 	struct ep__info_entry e;
 
-	if (rc != -ENOENT || !x)
+	if (rc != -ENOENT)
 		return rc;
-	memset(out, 0, sizeof(*out));
 	/* a patch window or kept staging: the allocation of its exec twin */
 	if (entry_find(x, BY_RW, x, &e)) {
-		rc = lookup_exec(e.plo + (x - e.prw), out);
+		rc = ep_lookup((void *)(e.plo + (x - e.prw)), out);
 		if (rc != -ENOENT)
 			return rc;
-		memset(out, 0, sizeof(*out));
 	}
+	memset(out, 0, sizeof(*out));
 	struct stage_find f = { x, out, 0 };
 
 	ep__each_heap(stage_in_heap, &f);

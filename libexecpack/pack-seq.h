@@ -17,6 +17,7 @@
 
 #include "atomic.h"
 #include "interleave.h"
+#include "lock.h"
 #include "types.h"
 #include "wait.h"
 
@@ -24,6 +25,9 @@
 static inline void ep__pack_write_begin(struct ep__pack *p)
 {
 	EP_YIELD("pack seq");
+	/* (who: a reader in a handler that interrupted this very thread
+	 * must not wait for it, info.c) */
+	ep__store_relaxed(&p->seq_writer, ep__self());
 	ep__store_relaxed(&p->seq, p->seq + 1);
 	ep__fence_release();
 }

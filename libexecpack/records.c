@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "alloc-state.h"
 #include "info.h"
 #include "internal.h"
 #include "records.h"
@@ -177,10 +178,12 @@ enum ep__st ep__rec_settle(struct ep__heap *h, struct ep__alloc *a)
 	if (!a->pack || a->staging || a->diag || a->offset || a->patch) {
 		/* info.c: finalized code with a record, for ep_lookup() (no
 		 * entry without memory: it is then reported not finalized) */
-		if (!a->staging && (a->pack || a->info))
-			(void)ep__info_update(h, a);
+		if (a->info || (a->pack && !a->staging))
+			(void)ep__info_update(h, a); /* (a large one staged: its name) */
 		return EP__ST_REC;
 	}
+	if (a->info)
+		ep__st_settle(a->pack, a->chunk); /* before its entry goes */
 	ep__info_drop(a);
 	ep__hash_remove(h, a);
 	ep__rec_put(h, a);

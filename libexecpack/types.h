@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "bitmap.h"
+#include "grace.h"
 #include "execpack.h"
 #include "lock.h"
 
@@ -80,6 +81,7 @@ struct ep__pack {
 
 	/* read without the lock (remote.c); all atomics */
 	unsigned seq;       /* odd while the owner changes used or start */
+	const void *seq_writer; /* ep__self() of the last to make seq odd */
 	_Atomic unsigned seq_sleepers; /* readers asleep on seq (pack-seq.h) */
 	unsigned char *state; /* per chunk: the allocation's state (alloc-state.h) */
 	uint64_t *done;     /* start chunks freed without the lock, refilled */
@@ -167,6 +169,7 @@ struct ep__heap {
 	_Atomic int remote_gate_sleeps; /* a fork() sleeps on a pack's pins */
 	char pad1[64];
 	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
+	struct ep__grace grace; /* destroyed: freed when no lookup holds it */
 	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */

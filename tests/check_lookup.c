@@ -110,25 +110,34 @@ START_TEST(test_staging)
 	ck_assert_int_eq(ep_alloc(p, 500, &img), 0);
 	ck_assert_int_eq(ep_alloc(p, 4 << 20, &big), 0);
 	for (size_t off = 0; off < img.size; off += 37) {
-		ck_assert_int_eq(ep_lookup((char *)img.rw + off, &in), 0);
+		ck_assert_int_eq(ep_lookup_rw((char *)img.rw + off, &in), 0);
 		ck_assert_ptr_eq(in.pool, p);
 		ck_assert_ptr_eq(in.exec, img.exec);
 		ck_assert_ptr_eq(in.rw, img.rw);
 		ck_assert_uint_eq(in.size, img.size);
 		ck_assert_uint_eq(in.flags, 0);
 	}
-	ck_assert_int_eq(ep_lookup((char *)big.rw + (3 << 20), &in), 0);
+	/* ep_lookup() takes executable addresses only: a buffer is a miss */
+	ck_assert_int_eq(ep_lookup(img.rw, &in), -ENOENT);
+	ck_assert_ptr_null(in.exec);
+	ck_assert_int_eq(ep_lookup_rw((char *)big.rw + (3 << 20), &in), 0);
 	ck_assert_ptr_eq(in.exec, big.exec);
 	ck_assert_ptr_eq(in.rw, big.rw);
 	ck_assert_uint_eq(in.flags, EP_INFO_LARGE);
+	/* a staged large one, named: its name from the executable side too */
+	ck_assert_int_eq(ep_set_name(p, big.exec, "big-staged"), 0);
+	ck_assert_int_eq(ep_lookup((char *)big.exec + (3 << 20), &in), 0);
+	ck_assert_ptr_eq(in.exec, big.exec);
+	ck_assert_str_eq(in.name, "big-staged");
+	ck_assert_uint_eq(in.flags, EP_INFO_LARGE | EP_INFO_NAMED);
 	ck_assert_int_eq(ep_lookup((char *)img.exec + 10, &in), 0);
 	ck_assert_ptr_eq(in.exec, img.exec);
 	ck_assert_uint_eq(in.flags & EP_INFO_FINALIZED, 0);
 	ck_assert_int_eq(ep_set_name(p, img.exec, "staged"), 0);
-	ck_assert_int_eq(ep_lookup(img.rw, &in), 0);
+	ck_assert_int_eq(ep_lookup_rw(img.rw, &in), 0);
 	ck_assert_str_eq(in.name, "staged");
 	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
-	ck_assert_int_eq(ep_lookup(img.rw, &in), -ENOENT); /* given back */
+	ck_assert_int_eq(ep_lookup_rw(img.rw, &in), -ENOENT); /* given back */
 	ck_assert_int_eq(ep_lookup((char *)img.exec + 10, &in), 0);
 	ck_assert_uint_eq(in.flags, EP_INFO_FINALIZED | EP_INFO_NAMED);
 	ck_assert_int_eq(ep_free(p, big.exec), 0);
@@ -156,14 +165,14 @@ START_TEST(test_randomized)
 		ck_assert_uint_eq(in.size, key + 192 - (uintptr_t)x);
 		ck_assert_str_eq(in.name, name);
 		ck_assert_int_eq(ep_patch_begin(p, (char *)x + 8, 8, &rw), 0);
-		ck_assert_int_eq(ep_lookup(rw, &in), 0);
+		ck_assert_int_eq(ep_lookup_rw(rw, &in), 0);
 		ck_assert_ptr_eq(in.exec, x);
 		ck_assert_ptr_eq(in.patch_exec, (char *)x + 8);
 		ck_assert_ptr_eq(in.patch_rw, rw);
 		ck_assert_uint_eq(in.patch_len, 8);
-		ck_assert_int_eq(ep_lookup((char *)rw + 8, &in), -ENOENT);
+		ck_assert_int_eq(ep_lookup_rw((char *)rw + 8, &in), -ENOENT);
 		ck_assert_int_eq(ep_patch_abort(p, (char *)x + 8), 0);
-		ck_assert_int_eq(ep_lookup(rw, &in), -ENOENT);
+		ck_assert_int_eq(ep_lookup_rw(rw, &in), -ENOENT);
 	}
 	ep_pool_destroy(p);
 }

@@ -170,7 +170,7 @@ START_TEST(test_window_and_life)
 	/* a shrink that would cut the window off: refused; one that keeps it: done */
 	ck_assert_int_eq(ep_shrink(p, x, 100), -EBUSY);
 	ck_assert_int_eq(ep_shrink(p, x, 192), 0);
-	ck_assert_int_eq(ep_lookup(rw, &info), 0);
+	ck_assert_int_eq(ep_lookup_rw(rw, &info), 0);
 	ck_assert_ptr_eq(info.exec, x);
 	ck_assert_uint_eq(info.size, 192);
 	ck_assert_ptr_eq(info.patch_exec, c + 128);
@@ -236,7 +236,7 @@ START_TEST(test_keep_staging)
 	ck_assert_int_eq(ep_alloc(p, 300, &img), 0);
 	tu_emit_sized(img.rw, 300, VAL_A);
 	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
-	ck_assert_int_eq(ep_lookup((char *)img.rw + 10, &info), 0);
+	ck_assert_int_eq(ep_lookup_rw((char *)img.rw + 10, &info), 0);
 	ck_assert_ptr_eq(info.exec, img.exec);
 	ck_assert_ptr_eq(info.patch_rw, img.rw);
 	ck_assert_ptr_eq(info.patch_exec, img.exec);
@@ -266,7 +266,7 @@ START_TEST(test_keep_staging)
 	ck_assert_int_eq(ep_patch_abort(p, ret), 0);
 	(void)live;
 	ck_assert_int_eq(ep_free(p, img.exec), 0);
-	ck_assert_int_eq(ep_lookup(img.rw, &info), -ENOENT);
+	ck_assert_int_eq(ep_lookup_rw(img.rw, &info), -ENOENT);
 	ep_pool_destroy(p);
 }
 END_TEST
@@ -478,7 +478,7 @@ START_TEST(test_fork)
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %#x", status);
 	ck_assert_int_eq(tu_as_fn(x)(), (int)VAL_A);
-	ck_assert_int_eq(ep_lookup(rw, &in), 0);
+	ck_assert_int_eq(ep_lookup_rw(rw, &in), 0);
 	ck_assert_ptr_eq(in.patch_rw, rw);
 	ck_assert_int_eq(ep_patch_abort(p, x), 0);
 	ep_pool_destroy(p);

@@ -90,7 +90,7 @@ int main(void)
 	snprintf(what, sizeof(what), "SLJIT_EXEC_OFFSET %td is a multiple of EP_STAGE_ALIGN", off);
 	check(off != 0 && off % EP_STAGE_ALIGN == 0, what);
 	exec = rw + off;
-	check(ep_lookup(rw, &info) == 0 && info.rw == rw && info.exec == exec &&
+	check(ep_lookup_rw(rw, &info) == 0 && info.rw == rw && info.exec == exec &&
 		      !(info.flags & EP_INFO_FINALIZED),
 	      "before the end of generation: staging at rw, not finalized");
 	memcpy(rw, code_tmpl, sizeof(code_tmpl));

@@ -19,7 +19,7 @@
  * ep_lookup(): no state of its own, no thread-local "current image".
  *
  *   SLJIT_MALLOC_EXEC(size)        ep_alloc(); returns img.rw
- *   SLJIT_EXEC_OFFSET(rw)          img.exec - img.rw, by ep_lookup(rw)
+ *   SLJIT_EXEC_OFFSET(rw)          img.exec - img.rw, by ep_lookup_rw(rw)
  *   SLJIT_UPDATE_WX_FLAGS(f, t, 1) end of sljit_generate_code() (f: exec):
  *                                  ep_finalize_size() with the used length;
  *                                  after a patch (f: rw): the patch window
@@ -124,7 +124,7 @@ static inline void ep_sljit_free_exec(void *ptr, void *exec_allocator_data)
 	struct ep_info info;
 
 	(void)exec_allocator_data; /* the allocation knows its pool */
-	if (ep_lookup(ptr, &info) == 0)
+	if (ep_lookup_rw(ptr, &info) == 0)
 		ep_free(info.pool, info.exec);
 }
 
@@ -133,7 +133,7 @@ static inline ptrdiff_t ep_sljit_exec_offset(void *rw)
 {
 	struct ep_info info;
 
-	if (ep_lookup(rw, &info) < 0 || !info.rw)
+	if (ep_lookup_rw(rw, &info) < 0 || !info.rw)
 		return 0;
 	return (char *)info.exec - (char *)info.rw;
 }
