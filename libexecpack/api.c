@@ -18,6 +18,7 @@
 #include "config-open.h"
 #include "fork.h"
 #include "heap.h"
+#include "info.h"
 #include "pack.h"
 #include "patch.h"
 #include "registry.h"
@@ -280,6 +281,16 @@ EP_API int ep_finalize_size(struct ep_pool *pool, void *exec, size_t size)
 	int rc = call_owner(pool, exec, &h, &pack);
 
 	return rc ? rc : ep__heap_finalize_size(h, exec, size);
+}
+
+EP_API int ep_lookup_rw(const void *addr, struct ep_info *out)
+{
+	if (!out)
+		return -EINVAL;
+	ep__fork_check(); /* (its locks: a raw child's are reset first) */
+	int rc = ep_lookup(addr, out); /* (code first: no lock) */
+
+	return rc == -ENOENT && addr ? ep__info_lookup_buffer(addr, out) : rc;
 }
 
 EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name)

@@ -1,28 +1,31 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * info.c - ep_lookup(): from an address to the live allocation holding it.
+ * info.c - ep_lookup() and ep_lookup_rw(): from an address to the live
+ * allocation holding it.
  *
- * For an executable address nothing here takes a lock or allocates, so a
- * crash handler may call it: the route (route.h) names the heap and the
- * pack, the pack's state bytes (alloc-state.h) the allocation's first chunk
- * and, with the maps read as a sequence lock's reader, its extent; the
- * names table (diag-symtab.c) its name; and the entries below what no
- * state byte keeps: a large allocation's extent, a patch window or kept
- * staging, and exec for those.
+ * ep_lookup() takes executable addresses only and nothing there takes a
+ * lock, allocates or waits for the thread it runs on, so a crash handler
+ * or a profiler may call it in any thread state: the route (route.h) names
+ * the heap and the pack, the used bit says whether the chunk is in an
+ * allocation at all, the pack's state bytes (alloc-state.h) name the
+ * allocation's first chunk and, with the maps read as a sequence lock's
+ * reader, its extent; the names table (diag-symtab.c) its name; and the
+ * entries below what no state byte keeps: a large allocation's extent, a
+ * patch window or kept staging, and exec for those.  A read that raced a
+ * change reads again; it never answers -ENOENT for live code.  The heaps
+ * and packs it reads are freed only after it left (grace.h).
  *
  * The entries: slots in segments that are allocated on demand and never
- * freed, each a sequence lock (odd while its one writer, which holds the
- * allocation's heap lock, changes it).  A reader copies a slot and keeps
- * the copy if the sequence was even and the same before and after; a slot
- * that stays odd (its writer interrupted by the very handler that reads) is
- * passed over after a bounded number of tries.  Free slots are kept on a
- * stack under a mutex that the fork handlers take too (fork.c): a pool's
- * destroy drops its records after its heaps left registry.c's list, so a
- * heap lock alone would not keep it free at fork().
+ * freed, each a latch (below) whose one writer holds the allocation's heap
+ * lock.  Free slots are kept on a stack under a mutex that the fork
+ * handlers take too (fork.c): a pool's destroy drops its records after its
+ * heaps left registry.c's list, so a heap lock alone would not keep it
+ * free at fork().
  *
- * A staging buffer's address (before ep_finalize()) is looked up under the
- * heap locks, record by record: staging buffers change on every ep_alloc()
- * and ep_finalize(), which publish nothing for this rarer call.
+ * ep_lookup_rw() also finds buffers: a window's or kept staging's through
+ * the entries, a staging buffer (before ep_finalize()) under the heap
+ * locks, record by record: staging buffers change on every ep_alloc() and
+ * ep_finalize(), which publish nothing for this rarer call.
  */
 #include "config.h"
 #include "atomic.h"
@@ -37,7 +40,7 @@
 #include "alloc-state.h"
 #include "diag-symtab.h"
 #include "diag.h"
-#include "fork.h"
+#include "fork.h" /* (its mark only: no call) */
 #include "grace.h"
 #include "info.h"
 #include "lock.h"
@@ -50,11 +53,18 @@
 #define SEG0 64
 #define NSEG 24
 
+/*
+ * A slot is a latch (two copies under one count, as the kernel's
+ * seqcount_latch): the writer makes the count odd and writes copy 0, then
+ * makes it even and writes copy 1; a reader reads the copy the count's
+ * parity names and keeps it if the count did not move.  So a reader always
+ * has a whole copy to read, old or new: one in a signal handler that
+ * interrupted the writer, or in a child whose writer vanished at a fork,
+ * reads the other copy and never waits.
+ */
 struct info_slot {
-	unsigned long seq; /* odd while the writer changes the slot */
-	const void *writer; /* ep__self() of the last writer (a reader may be
-			       a handler that interrupted it: see slot_read) */
-	struct ep__info_entry e; /* e.hi == 0: empty (every field an atomic word) */
+	unsigned long seq;
+	struct ep__info_entry e[2]; /* e[].hi == 0: empty (every field an atomic word) */
 };
 
 static struct info_slot *_Atomic g_seg[NSEG]; /* each set once */
@@ -147,6 +157,19 @@ out:
 	return rc;
 }
 
+static void copy_write(struct ep__info_entry *to, const struct ep__info_entry *e)
+{
+	ep__store_relaxed(&to->lo, e->lo);
+	ep__store_relaxed(&to->exec, e->exec);
+	ep__store_relaxed(&to->plo, e->plo);
+	ep__store_relaxed(&to->prw, e->prw);
+	ep__store_relaxed(&to->plen, e->plen);
+	ep__store_relaxed(&to->name, e->name);
+	ep__store_relaxed(&to->flags, e->flags);
+	ep__store_relaxed(&to->pool, e->pool);
+	ep__store_relaxed(&to->hi, e->hi);
+}
+
 static void slot_write(struct info_slot *s, const struct ep__info_entry *e)
 {
 	static const struct ep__info_entry none;
@@ -155,19 +178,15 @@ static void slot_write(struct info_slot *s, const struct ep__info_entry *e)
 	if (!e)
 		e = &none;
 	EP_YIELD("info write");
-	ep__store_relaxed(&s->writer, ep__self());
+	/* (q is even: every write leaves it so) readers to copy 1 */
 	ep__store_relaxed(&s->seq, q + 1);
 	ep__fence_release();
-	ep__store_relaxed(&s->e.lo, e->lo);
-	ep__store_relaxed(&s->e.exec, e->exec);
-	ep__store_relaxed(&s->e.plo, e->plo);
-	ep__store_relaxed(&s->e.prw, e->prw);
-	ep__store_relaxed(&s->e.plen, e->plen);
-	ep__store_relaxed(&s->e.name, e->name);
-	ep__store_relaxed(&s->e.flags, e->flags);
-	ep__store_relaxed(&s->e.pool, e->pool);
-	ep__store_relaxed(&s->e.hi, e->hi);
-	ep__store_release(&s->seq, q + 2);
+	EP_YIELD("info write 0");
+	copy_write(&s->e[0], e);
+	ep__store_release(&s->seq, q + 2); /* readers to copy 0, the new one */
+	ep__fence_release();
+	EP_YIELD("info write 1");
+	copy_write(&s->e[1], e);
 }
 
 int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
@@ -229,7 +248,7 @@ void ep__info_hide(void)
 		struct info_slot *s = slot_at(i);
 
 		if (s)
-			ep__diag_hide_word(&s->e, sizeof(s->e));
+			ep__diag_hide_word(s->e, sizeof(s->e));
 	}
 }
 
@@ -247,39 +266,23 @@ static bool writer_stuck(const void *writer)
 	return writer == ep__self() || (mark && ep__load_acquire(mark) != 1);
 }
 
-/* A short wait for a writer that has no way to wake us: spin, then sleep
- * briefly (nanosleep(2) is async-signal-safe). */
-static void writer_wait(unsigned spins)
-{
-	if (!EP_SPIN(spins, "info slot")) {
-		struct timespec ts = { 0, 20 * 1000 };
-
-		nanosleep(&ts, NULL);
-	}
-}
-
-/* A consistent copy of slot s into *e: true; false only when its writer
- * is stuck (writer_stuck()): the slot is then passed over. */
+/* A consistent copy of slot s into *e, old or new (never waits: the
+ * latch above); a try that raced a write reads again. */
 static bool slot_read(const struct info_slot *s, struct ep__info_entry *e)
 {
-	for (unsigned spins = 0;; spins++) {
+	for (;;) {
 		unsigned long q = ep__load_acquire(&s->seq);
+		const struct ep__info_entry *c = &s->e[q & 1];
 
-		if (q & 1) {
-			if (writer_stuck(ep__load_relaxed(&s->writer)))
-				return false;
-			writer_wait(spins);
-			continue;
-		}
-		e->lo = ep__load_relaxed(&s->e.lo);
-		e->hi = ep__load_relaxed(&s->e.hi);
-		e->exec = ep__load_relaxed(&s->e.exec);
-		e->plo = ep__load_relaxed(&s->e.plo);
-		e->prw = ep__load_relaxed(&s->e.prw);
-		e->plen = ep__load_relaxed(&s->e.plen);
-		e->name = ep__load_relaxed(&s->e.name);
-		e->flags = ep__load_relaxed(&s->e.flags);
-		e->pool = ep__load_relaxed(&s->e.pool);
+		e->lo = ep__load_relaxed(&c->lo);
+		e->hi = ep__load_relaxed(&c->hi);
+		e->exec = ep__load_relaxed(&c->exec);
+		e->plo = ep__load_relaxed(&c->plo);
+		e->prw = ep__load_relaxed(&c->prw);
+		e->plen = ep__load_relaxed(&c->plen);
+		e->name = ep__load_relaxed(&c->name);
+		e->flags = ep__load_relaxed(&c->flags);
+		e->pool = ep__load_relaxed(&c->pool);
 		ep__fence_acquire();
 		if (ep__load_relaxed(&s->seq) == q)
 			return true;
@@ -392,13 +395,14 @@ static void copy_name(struct ep_info *out, const char *name)
 /*
  * The executable address addr in pack p: [*lo, *hi) of the allocation
  * holding it and its first chunk's state byte (*b), read consistently:
- * 0, -ENOENT, or CHANGED.  The byte of a live allocation's first chunk is
- * never NONE (alloc-state.h), so the nearest byte that is not NONE at or
- * before addr's chunk is its allocation's; a byte, base or used bit that
- * changed between the first read and the last means another try.
+ * 0 (*first: that chunk), -ENOENT, or CHANGED.  The byte of a live
+ * allocation's first chunk is never NONE (alloc-state.h), so the nearest
+ * byte that is not NONE at or before addr's chunk is its allocation's; a
+ * byte, base or used bit that changed between the first read and the last
+ * means another try.
  */
 static int pack_extent(struct ep__pack *p, uintptr_t addr, uintptr_t *lo, uintptr_t *hi,
-		       unsigned char *b)
+		       size_t *first, unsigned char *b)
 {
 	uintptr_t base = (uintptr_t)ep__load_acquire(&p->r.exec);
 	size_t nch = ep__load_acquire(&p->nchunks);
@@ -428,6 +432,7 @@ static int pack_extent(struct ep__pack *p, uintptr_t addr, uintptr_t *lo, uintpt
 		return CHANGED;
 	if (c >= s + n)
 		return -ENOENT; /* taken by an allocation not born yet */
+	*first = s;
 	*lo = base + (s << p->shift);
 	*hi = *lo + (n << p->shift);
 	return 0;
@@ -459,7 +464,8 @@ static int lookup_once(uintptr_t addr, struct ep_info *out)
 		hi = e.hi;
 		out->flags |= EP_INFO_LARGE;
 	} else {
-		int rc = pack_extent(p, addr, &lo, &hi, &b);
+		size_t s;
+		int rc = pack_extent(p, addr, &lo, &hi, &s, &b);
 
 		if (rc)
 			return rc;
@@ -477,8 +483,6 @@ static int lookup_once(uintptr_t addr, struct ep_info *out)
 			have = false; /* an older allocation's entry */
 		/* REC with no entry is staged (a record that goes passes
 		 * through BUSY first): unless the byte moved meanwhile */
-		size_t s = (lo - (uintptr_t)ep__load_relaxed(&p->r.exec)) >> p->shift;
-
 		EP_YIELD("lookup entry");
 		if (ep__st_byte(p, s) != b)
 			return CHANGED;
@@ -583,24 +587,15 @@ static void stage_in_heap(struct ep__heap *h, void *arg)
 	ep__unlock(&h->lock);
 }
 
-EP_API int ep_lookup_rw(const void *addr, struct ep_info *out)
+int ep__info_lookup_buffer(const void *addr, struct ep_info *out)
 {
-	if (!out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	if (!addr)
-		return -ENOENT;
-	ep__fork_check(); /* (its locks below: a raw child's are reset first) */
-
 	uintptr_t x = (uintptr_t)addr;
-	int rc = ep_lookup(addr, out);
 	struct ep__info_entry e;
 
-	if (rc != -ENOENT)
-		return rc;
 	/* a patch window or kept staging: the allocation of its exec twin */
 	if (entry_find(x, BY_RW, x, &e)) {
-		rc = ep_lookup((void *)(e.plo + (x - e.prw)), out);
+		int rc = ep_lookup((void *)(e.plo + (x - e.prw)), out);
+
 		if (rc != -ENOENT)
 			return rc;
 	}

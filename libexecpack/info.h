@@ -46,6 +46,11 @@ int ep__info_update(struct ep__heap *h, struct ep__alloc *a);
 /* Forget a's entry, if any.  Heap lock held. */
 void ep__info_drop(struct ep__alloc *a);
 
+/* ep_lookup_rw()'s part after ep_lookup(): addr in a window's buffer,
+ * kept staging or (under the heap locks) a staging buffer.  0 or -ENOENT
+ * (*out zeroed). */
+int ep__info_lookup_buffer(const void *addr, struct ep_info *out);
+
 /* Under Valgrind, at exit: the entries' addresses are no pointers to the
  * leak scan (a lost allocation must be reported lost). */
 void ep__info_hide(void);

@@ -30,6 +30,7 @@ static inline void ep__pack_write_begin(struct ep__pack *p)
 	ep__store_relaxed(&p->seq_writer, ep__self());
 	ep__store_relaxed(&p->seq, p->seq + 1);
 	ep__fence_release();
+	EP_YIELD("pack seq odd");
 }
 
 /* A reader asleep in ep__pack_read_wait() is woken.  Only a compiler

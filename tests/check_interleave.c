@@ -159,6 +159,11 @@ static int managed(void)
 
 static void il_check(const char *where);
 
+/* A scenario's signal: called at every preemption point, as a handler
+ * that interrupted the thread there would run (never nested). */
+static void (*g_signal)(const char *where);
+static __thread int il_in_signal;
+
 void ep__il_yield(const char *where)
 {
 	if (!managed())
@@ -167,6 +172,11 @@ void ep__il_yield(const char *where)
 	memset(g_blocked, 0, sizeof(g_blocked));
 	g_blocked_run = 0;
 	il_check(where);
+	if (g_signal && !il_in_signal) {
+		il_in_signal = 1;
+		g_signal(where);
+		il_in_signal = 0;
+	}
 	for (int i = 0; i < g_nchange; i++)
 		if (g_step == g_change[i])
 			g_prio[il_me] = (unsigned)i; /* below every starting priority */
@@ -1803,6 +1813,255 @@ static void child_alarm(void)
 	}
 }
 
+/* 20-23. ep_lookup() against the calls that change what it reads: it never
+ * takes a lock, never says -ENOENT for live code, and never reads a pool
+ * that a destroy freed. */
+
+/* What a lookup of x + off must say of the live program x of size bytes. */
+static void expect_live(const unsigned char *x, size_t size, size_t off, const char *what)
+{
+	struct ep_info in;
+	int rc = ep_lookup(x + off, &in);
+
+	if (rc || in.exec != x || in.size != size || !(in.flags & EP_INFO_FINALIZED))
+		il_fail("%s: lookup of %p + %zu: rc %d exec %p size %zu flags %#x", what,
+			(const void *)x, off, rc, in.exec, in.size, in.flags);
+}
+
+static unsigned char *g_lone; /* a neighbour born and freed beside them */
+
+static void s20_owner(int id)
+{
+	g_pub[0] = jit(64 * 40, 1); /* its length in the maps */
+	g_pub[1] = jit(192, 1);     /* in its state byte */
+	g_lone = jit(100, 1);
+	g_rc[id][0] = do_free(g_lone);
+	uint32_t v = 7;
+
+	g_rc[id][1] = ep_write(g_pool, g_pub[0] + 64, &v, sizeof(v));
+	g_rc[id][2] = ep_write(g_pool, g_pub[1] + 8, &v, sizeof(v));
+}
+
+static void s20_patcher(int id)
+{
+	g_rc[id][0] = patch_fill(await(0), 128, 16, 0x22);
+	g_rc[id][1] = patch_fill(await(1), 0, 8, 0x22);
+}
+
+static void s20_looker(int id)
+{
+	(void)id;
+	for (int k = 0; k < 4; k++) {
+		expect_live(await(0), 64 * 40, (size_t)k * 631 % (64 * 40), "long");
+		expect_live(await(1), 192, (size_t)k * 37 % 192, "short");
+	}
+}
+
+static void s20(unsigned long seed)
+{
+	void (*fns[])(int) = { s20_owner, s20_patcher, s20_looker };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	for (int t = 0; t < 2; t++)
+		for (int i = 0; i < 3; i++)
+			if (g_rc[t][i])
+				il_fail("thread %d call %d: %d", t, i, g_rc[t][i]);
+	pool_end();
+}
+
+START_TEST(test_lookup_vs_write_window)
+{
+	each_seed("s20", s20, 110, 1);
+}
+END_TEST
+
+/* 21. A signal handler's lookups on a thread that holds the heap's lock
+ * (in a write, a window, a free, the pack's maps or an entry half
+ * written): each answers at once, hit or miss; it never waits for the
+ * thread it interrupted. */
+static unsigned char *g_stage_rw;
+
+static void s21_signal(const char *where)
+{
+	int holds = 0;
+
+	(void)where;
+	if (il_me != 0 || !g_pub[1])
+		return;
+	for (int i = 0; i < 64; i++)
+		holds |= g_held[i].lock && g_held[i].holder == 0;
+	if (!holds || rnd() % 3)
+		return;
+	struct ep_info in;
+	int rc = ep_lookup((void *)&write, &in);
+
+	if (rc != -ENOENT)
+		il_fail("lookup of libc in a handler: %d", rc);
+	if ((rc = ep_lookup(g_stage_rw, &in)) != -ENOENT)
+		il_fail("lookup of a staging buffer in a handler: %d", rc);
+	/* the short one: live for the whole scenario */
+	expect_live(g_pub[1], 192, 100, "in a handler");
+}
+
+static void s21_owner(int id)
+{
+	struct ep_image img;
+
+	g_pub[0] = jit(64 * 40, 1);
+	if (ep_alloc(g_pool, 300, &img) == 0)
+		g_stage_rw = img.rw;
+	model_add(img.exec, img.size);
+	g_pub[1] = jit(192, 1);
+	uint32_t v = 9;
+
+	g_rc[id][0] = ep_write(g_pool, g_pub[1] + 8, &v, sizeof(v));
+	g_rc[id][1] = patch_fill(g_pub[1], 0, 8, 0x22);
+	g_rc[id][2] = do_free(g_pub[0]);
+	g_rc[id][3] = do_free(img.exec);
+}
+
+static void s21_other(int id)
+{
+	g_rc[id][0] = ep_set_name(g_pool, await(1), "s21");
+}
+
+static void s21(unsigned long seed)
+{
+	void (*fns[])(int) = { s21_owner, s21_other };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	g_stage_rw = NULL;
+	pool_begin(NULL);
+	g_signal = s21_signal;
+	run(seed, fns, 2);
+	g_signal = NULL;
+	for (int i = 0; i < 4; i++)
+		if (g_rc[0][i])
+			il_fail("owner call %d: %d", i, g_rc[0][i]);
+	pool_end();
+}
+
+START_TEST(test_lookup_in_signal_with_lock)
+{
+	each_seed("s21", s21, 120, 1);
+}
+END_TEST
+
+/* 22. A lookup racing a free from another thread: the program as it was
+ * (exact exec and size), or -ENOENT; never another answer. */
+static void s22_owner(int id)
+{
+	(void)id;
+	g_pub[0] = jit(64 * 36, 1);
+	g_pub[1] = jit(100, 1);
+	g_pub[2] = jit(64, 1);
+}
+
+static void s22_freer(int id)
+{
+	for (int i = 0; i < 3; i++)
+		g_rc[id][i] = do_free(await(i));
+}
+
+static void s22_looker(int id)
+{
+	static const size_t size[3] = { 64 * 36, 128, 64 };
+
+	(void)id;
+	for (int k = 0; k < 6; k++) {
+		int i = k % 3;
+		unsigned char *x = await(i);
+		struct ep_info in;
+		int rc = ep_lookup(x + size[i] - 1, &in);
+
+		if (rc == 0 && (in.exec != x || in.size != size[i]))
+			il_fail("lookup during a free: exec %p size %zu for %p", in.exec, in.size,
+				(void *)x);
+		else if (rc && rc != -ENOENT)
+			il_fail("lookup during a free: %d", rc);
+	}
+}
+
+static void s22(unsigned long seed)
+{
+	void (*fns[])(int) = { s22_owner, s22_freer, s22_looker };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 3);
+	for (int i = 0; i < 3; i++)
+		if (g_rc[1][i])
+			il_fail("free %d: %d", i, g_rc[1][i]);
+	pool_end();
+}
+
+START_TEST(test_lookup_vs_free)
+{
+	each_seed("s22", s22, 100, 1);
+}
+END_TEST
+
+/* 23. A lookup racing the destroy of its pool: hit (that pool, that
+ * program) or miss; the heap and packs it holds are freed only after it
+ * left (grace.h: under AddressSanitizer a read of them would be seen). */
+static struct ep_pool *g_doomed;
+
+static void s23_owner(int id)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+	struct ep_pool *p;
+	struct ep_image img;
+
+	if ((g_rc[id][0] = ep_pool_create(&cfg, &p)))
+		return;
+	g_doomed = p;
+	if ((g_rc[id][1] = ep_alloc(p, 64 * 34, &img)))
+		return;
+	memset(img.rw, 0x11, img.size);
+	if ((g_rc[id][2] = ep_finalize(p, img.exec)))
+		return;
+	g_pub[0] = img.exec;
+	ep_pool_destroy(p);
+}
+
+static void s23_looker(int id)
+{
+	unsigned char *x = await(0);
+
+	(void)id;
+	for (int k = 0; k < 4; k++) {
+		struct ep_info in;
+		int rc = ep_lookup(x + 64 * 33 + 5, &in);
+
+		if (rc == 0 && (in.pool != g_doomed || in.exec != x || in.size != 64 * 34))
+			il_fail("lookup during a destroy: pool %p exec %p size %zu", (void *)in.pool,
+				in.exec, in.size);
+		else if (rc && rc != -ENOENT)
+			il_fail("lookup during a destroy: %d", rc);
+	}
+}
+
+static void s23(unsigned long seed)
+{
+	void (*fns[])(int) = { s23_owner, s23_looker };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(NULL);
+	run(seed, fns, 2);
+	for (int i = 0; i < 3; i++)
+		if (g_rc[0][i])
+			il_fail("owner call %d: %d", i, g_rc[0][i]);
+	pool_end();
+}
+
+START_TEST(test_lookup_vs_destroy)
+{
+	each_seed("s23", s23, 90, 1);
+}
+END_TEST
+
 int main(void)
 {
 	pthread_atfork(NULL, NULL, child_alarm);
@@ -1839,6 +2098,10 @@ int main(void)
 	tcase_add_test(tc, test_patch_vs_write_shrink_name);
 	tcase_add_test(tc, test_raw_child_first_call_vs_exit_walk);
 	tcase_add_test(tc, test_raw_child_free_chunks_vs_frees);
+	tcase_add_test(tc, test_lookup_vs_write_window);
+	tcase_add_test(tc, test_lookup_in_signal_with_lock);
+	tcase_add_test(tc, test_lookup_vs_free);
+	tcase_add_test(tc, test_lookup_vs_destroy);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

@@ -16,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "execpack.h"
 #include "testutil.h"
@@ -347,6 +350,197 @@ START_TEST(test_races_frees)
 }
 END_TEST
 
+/* ---- the promises of a lock-free lookup ---------------------------------- */
+
+static struct {
+	struct ep_pool *p;
+	void *code, *staged_rw, *libc_pc;
+	int rc[4];
+	void *exec;
+} g_sig;
+
+/* In a SIGSEGV raised inside ep_write()'s copy from a bad source, with
+ * the heap's lock held by this very thread (biased on x86): every kind of
+ * address answers, none waits. */
+static void on_segv_in_write(int sig, siginfo_t *si, void *ctx)
+{
+	struct ep_info in;
+
+	(void)sig, (void)si, (void)ctx;
+	g_sig.rc[0] = ep_lookup(g_sig.libc_pc, &in);               /* a miss in libc */
+	g_sig.rc[1] = ep_lookup((char *)g_sig.code + 3, &in);      /* a hit */
+	g_sig.exec = in.exec;
+	g_sig.rc[2] = ep_lookup(g_sig.staged_rw, &in);             /* a staging buffer */
+	g_sig.rc[3] = ep_lookup((char *)g_sig.code + 4096 * 8, &in); /* a free chunk */
+	int ok = g_sig.rc[0] == -ENOENT && g_sig.rc[1] == 0 && g_sig.exec == g_sig.code &&
+		 g_sig.rc[2] == -ENOENT && g_sig.rc[3] == -ENOENT;
+
+	_exit(ok ? 0 : 10);
+}
+
+/* A crash handler that interrupted the library in its own thread, inside
+ * a locked call: ep_lookup() answers hits and misses alike (it waited for
+ * itself for ever when a miss took the heaps' locks). */
+START_TEST(test_lookup_in_handler_of_locked_call)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct ep_image img;
+		struct sigaction sa = { .sa_sigaction = on_segv_in_write, .sa_flags = SA_SIGINFO };
+
+		alarm(20); /* a deadlock ends in SIGALRM */
+		g_sig.p = make_pool(0, 0);
+		g_sig.code = publish(g_sig.p, 100, NULL);
+		if (ep_alloc(g_sig.p, 300, &img))
+			_exit(11);
+		g_sig.staged_rw = (char *)img.rw + 7;
+		g_sig.libc_pc = (void *)&write;
+		sigaction(SIGSEGV, &sa, NULL);
+		/* a source that faults: the copy runs with the heap's lock */
+		void *bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		(void)ep_write(g_sig.p, g_sig.code, bad, 16);
+		_exit(12); /* (the copy did not fault) */
+	}
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st), "the handler did not return: signal %d",
+		      WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	ck_assert_msg(WEXITSTATUS(st) == 0, "lookups in the handler: exit %d (rc %d %d %d %d)",
+		      WEXITSTATUS(st), g_sig.rc[0], g_sig.rc[1], g_sig.rc[2], g_sig.rc[3]);
+}
+END_TEST
+
+struct flip {
+	struct ep_pool *p;
+	void *lng, *shrt;
+	size_t lsize, ssize;
+	int stop;
+	unsigned long writes, windows;
+};
+
+/* The owner changes the state bytes of both programs (ep_write: PLAIN ->
+ * BUSY -> PLAIN; a window: -> REC -> PLAIN) and the pack's maps around
+ * them (neighbours born and freed). */
+static void *flipper(void *arg)
+{
+	struct flip *f = arg;
+	uint32_t v = 0;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+		struct ep_image img;
+		void *rw;
+
+		ck_assert_int_eq(ep_write(f->p, (char *)f->lng + 64, &v, sizeof(v)), 0);
+		ck_assert_int_eq(ep_write(f->p, (char *)f->shrt + 8, &v, sizeof(v)), 0);
+		ck_assert_int_eq(ep_patch_begin(f->p, (char *)f->lng + 128, 16, &rw), 0);
+		ck_assert_int_eq(ep_patch_commit(f->p, (char *)f->lng + 128), 0);
+		ck_assert_int_eq(ep_patch_begin(f->p, f->shrt, 8, &rw), 0);
+		ck_assert_int_eq(ep_patch_abort(f->p, f->shrt), 0);
+		if (ep_alloc(f->p, 700, &img) == 0)
+			ck_assert_int_eq(ep_free(f->p, img.exec), 0);
+		f->writes += 2;
+		f->windows += 2;
+		v++;
+	}
+	return NULL;
+}
+
+/* Live code is never missing: lookups of a long program (its length in
+ * the maps) and a short one (in its state byte) while the owner writes,
+ * opens and closes windows on them and allocates beside them. */
+START_TEST(test_live_never_missing)
+{
+	struct flip f = { .p = make_pool(0, 0) };
+	pthread_t t;
+	unsigned long n = tu_quick() ? 50000 : 400000, bad = 0;
+
+	f.lsize = 64 * 40; /* > 31 chunks: not in the byte */
+	f.ssize = 192;
+	f.lng = publish(f.p, f.lsize, NULL);
+	f.shrt = publish(f.p, f.ssize, NULL);
+	ck_assert_int_eq(pthread_create(&t, NULL, flipper, &f), 0);
+	for (unsigned long i = 0; i < n; i++) {
+		struct ep_info in;
+		int big = i & 1;
+		void *x = big ? f.lng : f.shrt;
+		size_t size = big ? f.lsize : f.ssize;
+		int rc = ep_lookup((char *)x + (i * 61) % size, &in);
+
+		if (rc != 0 || in.exec != x || in.size != size || !(in.flags & EP_INFO_FINALIZED))
+			bad++;
+	}
+	__atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	ck_assert_msg(bad == 0, "%lu of %lu lookups of live code were wrong (%lu writes, %lu windows)",
+		      bad, n, f.writes, f.windows);
+	ck_assert_uint_gt(f.writes, 0);
+	ep_pool_destroy(f.p);
+}
+END_TEST
+
+struct churn_pools {
+	void *_Atomic code;
+	struct ep_pool *_Atomic pool;
+	int stop;
+	unsigned long hits, misses;
+};
+
+static void *looker(void *arg)
+{
+	struct churn_pools *c = arg;
+
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		char *x = __atomic_load_n(&c->code, __ATOMIC_ACQUIRE);
+		struct ep_info in;
+
+		if (!x)
+			continue;
+		for (int k = 0; k < 8; k++) {
+			int rc = ep_lookup(x + k * 13, &in);
+
+			if (rc == 0)
+				c->hits++;
+			else if (rc == -ENOENT)
+				c->misses++;
+			else
+				ck_abort_msg("ep_lookup: %d", rc);
+		}
+	}
+	return NULL;
+}
+
+/* Pools destroyed under a thread that looks their code up: no lookup
+ * reads what the destroy freed (AddressSanitizer, in the sanitizers
+ * stage, sees any such read), and each answers hit or miss. */
+START_TEST(test_lookup_vs_destroy)
+{
+	struct churn_pools c = { 0 };
+	pthread_t t;
+	int rounds = tu_quick() ? 100 : 400;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, looker, &c), 0);
+	for (int r = 0; r < rounds; r++) {
+		struct ep_pool *p = make_pool(0, r & 1 ? 64 << 10 : 0);
+		void *x = publish(p, 100 + (size_t)r % 300, r & 2 ? "doomed" : NULL);
+		struct ep_image big;
+
+		ck_assert_int_eq(ep_alloc(p, 3 << 20, &big), 0); /* a large one too */
+		__atomic_store_n(&c.code, x, __ATOMIC_RELEASE);
+		for (volatile int spin = 0; spin < 2000; spin++)
+			;
+		ep_pool_destroy(p);
+		__atomic_store_n(&c.code, NULL, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	ck_assert_uint_gt(c.hits + c.misses, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lookup");
@@ -358,6 +552,9 @@ int main(void)
 	tcase_add_test(tc, test_randomized);
 	tcase_add_loop_test(tc, test_from_fault_handler, 0, 2);
 	tcase_add_test(tc, test_races_frees);
+	tcase_add_test(tc, test_lookup_in_handler_of_locked_call);
+	tcase_add_test(tc, test_live_never_missing);
+	tcase_add_test(tc, test_lookup_vs_destroy);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);
