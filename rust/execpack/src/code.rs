@@ -249,7 +249,8 @@ impl<P: Borrow<Pool>> Code<P> {
     ///
     /// # Safety
     /// The code must be a function with exactly `F`'s signature and ABI, and
-    /// the returned value must not be called after `self` is dropped.
+    /// the returned value must not be called after `self` is dropped, nor
+    /// run bytes that [`shrink`](Code::shrink) gave back.
     ///
     /// # Panics
     /// If `F` is not pointer-sized.
@@ -331,11 +332,21 @@ impl<P: Borrow<Pool>> Code<P> {
     }
 
     /// `ep_shrink`: keep only the first `size` bytes; the whole chunks past
-    /// them go back to the pool.
-    pub fn shrink(&mut self, size: usize) -> Result<()> {
+    /// them are refilled with traps and go back to the pool, where the next
+    /// allocation may put other code.
+    ///
+    /// # Safety
+    /// No thread runs, or will jump to, the bytes given back (those past
+    /// the chunk holding byte `size - 1`): a function pointer from
+    /// [`as_fn`](Code::as_fn) may still be called only if the code it runs
+    /// lies in the first `size` bytes.  `&mut self` cannot promise this:
+    /// the pointers [`as_fn`](Code::as_fn) gives do not borrow the code,
+    /// so safe code could shrink under one and then call it into whatever
+    /// the pool put there next.  ([`Staging::shrink`], before anything can
+    /// run, and [`Staging::finalize_size`] are safe.)
+    pub unsafe fn shrink(&mut self, size: usize) -> Result<()> {
         let (pool, exec) = self.raw();
-        // SAFETY: a live allocation of this pool
-        check(unsafe { sys::ep_shrink(pool, exec, size) })
+        check(sys::ep_shrink(pool, exec, size))
     }
 
     /// Give up ownership: the code is never freed by the binding, and lives

@@ -83,10 +83,30 @@ fn shrink_gives_back_chunks() {
     assert!(pool.stats().used_bytes < used, "finalize_size gave nothing back");
     assert_eq!(c.len(), execpack::sys::EP_CHUNK_SIZE, "one chunk kept");
     assert_eq!(call(&c), 5);
-    let e = c.shrink(4096).unwrap_err();
+    // SAFETY: refused (the allocation is unchanged), and nothing runs past
+    // the program
+    let e = unsafe { c.shrink(4096) }.unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
-    let e = c.shrink(0).unwrap_err();
+    let e = unsafe { c.shrink(0) }.unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
+}
+
+#[test]
+fn shrink_live_code() {
+    let pool = pool();
+    let code = ret_imm(6);
+    let mut s = pool.alloc(1024).unwrap();
+    s[..code.len()].copy_from_slice(&code);
+    let mut c = s.finalize().unwrap();
+    assert!(c.len() >= 1024);
+    let used = pool.stats().used_bytes;
+    // SAFETY: nothing runs past the program's bytes
+    unsafe { c.shrink(code.len()) }.unwrap();
+    assert_eq!(c.len(), execpack::sys::EP_CHUNK_SIZE, "one chunk kept");
+    assert!(pool.stats().used_bytes < used, "shrink gave nothing back");
+    assert_eq!(call(&c), 6);
+    // the bytes given back are no longer this code's
+    assert_eq!(c.patch(c.len(), 1).unwrap_err().errno(), errno::EINVAL);
 }
 
 #[test]
