@@ -132,6 +132,24 @@ fn names_reach_symbolize() {
 }
 
 #[test]
+fn any_rc_is_an_error() {
+    for rc in [i32::MIN, i32::MIN + 1, -1, 0, 1, i32::MAX, -errno::EINVAL, errno::EINVAL] {
+        let e = execpack::Error::from_rc(rc);
+        assert!(e.errno() >= 0, "from_rc({}) gives errno {}", rc, e.errno());
+        assert!(!e.strerror().is_empty());
+        assert!(!e.to_string().is_empty());
+        assert!(format!("{:?}", e).contains(&e.errno().to_string()));
+        assert_eq!(e.to_io_error().raw_os_error(), Some(e.errno()));
+        let _ = std::io::Error::from(e);
+    }
+    assert_eq!(execpack::Error::from_rc(-errno::EINVAL).errno(), errno::EINVAL);
+    assert_eq!(execpack::Error::from_rc(errno::EINVAL).errno(), errno::EINVAL);
+    let e = execpack::Error::from_rc(i32::MIN);
+    assert_eq!(e.errno(), i32::MAX);
+    assert_eq!(e.strerror(), "Unknown error");
+}
+
+#[test]
 fn errors_for_bad_input() {
     let pool = pool();
     let e = pool.alloc(0).unwrap_err();
