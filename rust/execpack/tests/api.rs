@@ -132,6 +132,18 @@ fn names_reach_symbolize() {
 }
 
 #[test]
+fn backtrace_to_a_borrowed_fd() {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("backtrace.txt");
+    let f = std::fs::File::create(&path).unwrap();
+    let n = execpack::backtrace(&f).expect("ep_backtrace");
+    assert!(n >= 1);
+    drop(f);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), n, "{}", text);
+    assert!(text.starts_with("#0 0x"), "{}", text);
+}
+
+#[test]
 fn any_rc_is_an_error() {
     for rc in [i32::MIN, i32::MIN + 1, -1, 0, 1, i32::MAX, -errno::EINVAL, errno::EINVAL] {
         let e = execpack::Error::from_rc(rc);
