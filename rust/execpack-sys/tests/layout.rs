@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //! The hand-written declarations against the header: every struct's size
 //! and field offsets as a C compiler lays them out, the version and the
-//! flag constants.  The header is the source tree's include/execpack.h,
-//! read when the test is built (so that it runs where the tree is not, as
-//! in the aarch64 stage's guest; the C layout then says SKIP).
+//! flag constants.  The header is the crate's copy of the source tree's
+//! include/execpack.h (include/execpack.h here), read when the test is
+//! built, so that the packaged crate needs nothing outside itself and the
+//! test runs where the tree is not, as in the aarch64 stage's guest (the C
+//! layout then says SKIP).  In the tree, the copy must be the header.
 use std::mem::{size_of, MaybeUninit};
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,10 +13,36 @@ use std::ptr::addr_of;
 
 use execpack_sys::*;
 
-const HEADER: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/execpack.h"));
+const HEADER: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/include/execpack.h"));
 
 fn include_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../include")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("include")
+}
+
+#[test]
+fn header_is_the_trees() {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tree = here.join("../../include/execpack.h");
+    let h = match std::fs::read_to_string(&tree) {
+        Ok(h) => h,
+        // beside the workspace's manifest, the tree is there: a path gone
+        // wrong must not pass for a crate outside it
+        Err(e) if !here.join("../Cargo.toml").exists() => {
+            println!("SKIP: {} ({}): not in the source tree", tree.display(), e);
+            return;
+        }
+        Err(e) => panic!("{}: {}", tree.display(), e),
+    };
+    if let Some((n, (a, b))) = h.lines().zip(HEADER.lines()).enumerate().find(|(_, (a, b))| a != b) {
+        panic!(
+            "include/execpack.h line {}: {:?}\nthe crate's copy: {:?}\n\
+             (cp include/execpack.h rust/execpack-sys/include/)",
+            n + 1,
+            a,
+            b
+        );
+    }
+    assert!(h == HEADER, "include/execpack.h and the crate's copy differ in length: copy it again");
 }
 
 fn header() -> String {

@@ -249,7 +249,8 @@ impl<P: Borrow<Pool>> Code<P> {
     ///
     /// # Safety
     /// The code must be a function with exactly `F`'s signature and ABI, and
-    /// the returned value must not be called after `self` is dropped.
+    /// the returned value must not be called after `self` is dropped, nor
+    /// run bytes that [`shrink`](Code::shrink) gave back.
     ///
     /// # Panics
     /// If `F` is not pointer-sized.
@@ -271,15 +272,34 @@ impl<P: Borrow<Pool>> Code<P> {
     /// old or the new instruction only for the single stores of ep_write(3)
     /// (one aligned 8-byte word on x86-64, one 32-bit instruction word on
     /// arm64); anything else must be done with the executors stopped.
-    /// A range not inside the code is the library's EINVAL.
+    /// A range not inside this code's [`len`](Code::len) bytes is EINVAL
+    /// (checked here: the library only checks that the range lies within
+    /// some live allocation, which a neighbour is).
     pub unsafe fn write(&self, off: usize, bytes: &[u8]) -> Result<()> {
-        let (pool, exec) = self.raw();
+        let at = self.at(off, bytes.len(), "write")?;
         check(sys::ep_write(
-            pool,
-            (exec as *mut u8).wrapping_add(off) as *mut c_void,
+            self.pool().as_raw(),
+            at as *mut c_void,
             bytes.as_ptr() as *const c_void,
             bytes.len(),
         ))
+    }
+
+    /// The address of `off`, if `off..off + len` lies within this code's
+    /// usable bytes; EINVAL otherwise (overflow included).  The library
+    /// checks a range against the allocation holding its first byte, so an
+    /// offset past this code would reach its neighbour: a window or write
+    /// on code that this `Code` does not own, and that may be freed (and
+    /// its address reused) while the window is open.
+    fn at(&self, off: usize, len: usize, what: &str) -> Result<*mut u8> {
+        let size = self.len();
+        match off.checked_add(len) {
+            Some(end) if end <= size => Ok(self.exec.as_ptr().wrapping_add(off)),
+            _ => Err(Error::with_detail(
+                errno::EINVAL,
+                format!("{}: {} bytes at offset {} are not inside the code's {}", what, len, off, size),
+            )),
+        }
     }
 
     /// `ep_set_name`: name the code for perf, gdb, libunwind and
@@ -312,11 +332,21 @@ impl<P: Borrow<Pool>> Code<P> {
     }
 
     /// `ep_shrink`: keep only the first `size` bytes; the whole chunks past
-    /// them go back to the pool.
-    pub fn shrink(&mut self, size: usize) -> Result<()> {
+    /// them are refilled with traps and go back to the pool, where the next
+    /// allocation may put other code.
+    ///
+    /// # Safety
+    /// No thread runs, or will jump to, the bytes given back (those past
+    /// the chunk holding byte `size - 1`): a function pointer from
+    /// [`as_fn`](Code::as_fn) may still be called only if the code it runs
+    /// lies in the first `size` bytes.  `&mut self` cannot promise this:
+    /// the pointers [`as_fn`](Code::as_fn) gives do not borrow the code,
+    /// so safe code could shrink under one and then call it into whatever
+    /// the pool put there next.  ([`Staging::shrink`], before anything can
+    /// run, and [`Staging::finalize_size`] are safe.)
+    pub unsafe fn shrink(&mut self, size: usize) -> Result<()> {
         let (pool, exec) = self.raw();
-        // SAFETY: a live allocation of this pool
-        check(unsafe { sys::ep_shrink(pool, exec, size) })
+        check(sys::ep_shrink(pool, exec, size))
     }
 
     /// Give up ownership: the code is never freed by the binding, and lives
@@ -382,11 +412,13 @@ unsafe impl Sync for Patch<'_> {}
 
 impl<P: Borrow<Pool>> Code<P> {
     /// `ep_patch_begin`: open a window on `len` bytes at offset `off`.  One
-    /// window per allocation at a time (EBUSY); a range not inside the code
-    /// is EINVAL.
+    /// window per allocation at a time (EBUSY); a range not inside this
+    /// code's [`len`](Code::len) bytes (or an empty one) is EINVAL.
     pub fn patch(&self, off: usize, len: usize) -> Result<Patch<'_>> {
         let mut rw = std::ptr::null_mut();
-        let exec = self.exec.as_ptr().wrapping_add(off);
+        // checked here: the window must be on this code, which it borrows,
+        // never on a neighbour that may be freed while it is open
+        let exec = self.at(off, len, "patch")?;
         check(unsafe { sys::ep_patch_begin(self.pool().as_raw(), exec as *mut c_void, len, &mut rw) })?;
         Ok(Patch {
             pool: self.pool(),

@@ -30,6 +30,7 @@ pub mod errno {
 /// with, for errors the binding finds itself, a detail.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Error {
+    // 0..=i32::MAX, so that -errno never overflows
     errno: i32,
     detail: Option<Box<str>>,
 }
@@ -38,9 +39,11 @@ pub struct Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// From a call's negative return (or a positive errno).
+    /// From a call's negative return (or a positive errno).  Any `rc` is
+    /// taken: `i32::MIN`, whose negation is no `i32` (and no errno), gives
+    /// `i32::MAX` ("Unknown error").
     pub fn from_rc(rc: c_int) -> Error {
-        Error { errno: rc.wrapping_abs(), detail: None }
+        Error { errno: rc.saturating_abs(), detail: None }
     }
 
     pub(crate) fn with_detail(errno: i32, detail: String) -> Error {

@@ -40,6 +40,7 @@ mod error;
 mod pool;
 
 use std::ffi::CStr;
+use std::os::unix::io::{AsFd, AsRawFd};
 use std::os::raw::{c_char, c_void};
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -195,10 +196,13 @@ pub fn lookup(addr: usize) -> Option<Info> {
 }
 
 /// `ep_backtrace`: write the calling thread's backtrace to `fd`, JIT frames
-/// named; the number of frames written.
-pub fn backtrace(fd: std::os::unix::io::RawFd) -> Result<usize> {
-    // SAFETY: any fd value is safe: a bad one is the call's -EBADF
-    let rc = unsafe { sys::ep_backtrace(fd) };
+/// named; the number of frames written.  `fd` is anything that lends a
+/// descriptor (`&File`, `std::io::stderr()`, a `BorrowedFd`), so that it
+/// is open for the whole call and no raw number can name a descriptor that
+/// another part of the program closed and reopened meanwhile.
+pub fn backtrace<F: AsFd>(fd: F) -> Result<usize> {
+    // SAFETY: the descriptor is borrowed, open, for the call
+    let rc = unsafe { sys::ep_backtrace(fd.as_fd().as_raw_fd()) };
     if rc < 0 {
         Err(Error::from_rc(rc))
     } else {

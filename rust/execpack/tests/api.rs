@@ -83,10 +83,30 @@ fn shrink_gives_back_chunks() {
     assert!(pool.stats().used_bytes < used, "finalize_size gave nothing back");
     assert_eq!(c.len(), execpack::sys::EP_CHUNK_SIZE, "one chunk kept");
     assert_eq!(call(&c), 5);
-    let e = c.shrink(4096).unwrap_err();
+    // SAFETY: refused (the allocation is unchanged), and nothing runs past
+    // the program
+    let e = unsafe { c.shrink(4096) }.unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
-    let e = c.shrink(0).unwrap_err();
+    let e = unsafe { c.shrink(0) }.unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
+}
+
+#[test]
+fn shrink_live_code() {
+    let pool = pool();
+    let code = ret_imm(6);
+    let mut s = pool.alloc(1024).unwrap();
+    s[..code.len()].copy_from_slice(&code);
+    let mut c = s.finalize().unwrap();
+    assert!(c.len() >= 1024);
+    let used = pool.stats().used_bytes;
+    // SAFETY: nothing runs past the program's bytes
+    unsafe { c.shrink(code.len()) }.unwrap();
+    assert_eq!(c.len(), execpack::sys::EP_CHUNK_SIZE, "one chunk kept");
+    assert!(pool.stats().used_bytes < used, "shrink gave nothing back");
+    assert_eq!(call(&c), 6);
+    // the bytes given back are no longer this code's
+    assert_eq!(c.patch(c.len(), 1).unwrap_err().errno(), errno::EINVAL);
 }
 
 #[test]
@@ -109,6 +129,36 @@ fn names_reach_symbolize() {
     let addr = c.addr();
     drop(c);
     assert!(execpack::symbolize(addr).is_none(), "a freed program keeps its name");
+}
+
+#[test]
+fn backtrace_to_a_borrowed_fd() {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("backtrace.txt");
+    let f = std::fs::File::create(&path).unwrap();
+    let n = execpack::backtrace(&f).expect("ep_backtrace");
+    assert!(n >= 1);
+    drop(f);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), n, "{}", text);
+    assert!(text.starts_with("#0 0x"), "{}", text);
+}
+
+#[test]
+fn any_rc_is_an_error() {
+    for rc in [i32::MIN, i32::MIN + 1, -1, 0, 1, i32::MAX, -errno::EINVAL, errno::EINVAL] {
+        let e = execpack::Error::from_rc(rc);
+        assert!(e.errno() >= 0, "from_rc({}) gives errno {}", rc, e.errno());
+        assert!(!e.strerror().is_empty());
+        assert!(!e.to_string().is_empty());
+        assert!(format!("{:?}", e).contains(&e.errno().to_string()));
+        assert_eq!(e.to_io_error().raw_os_error(), Some(e.errno()));
+        let _ = std::io::Error::from(e);
+    }
+    assert_eq!(execpack::Error::from_rc(-errno::EINVAL).errno(), errno::EINVAL);
+    assert_eq!(execpack::Error::from_rc(errno::EINVAL).errno(), errno::EINVAL);
+    let e = execpack::Error::from_rc(i32::MIN);
+    assert_eq!(e.errno(), i32::MAX);
+    assert_eq!(e.strerror(), "Unknown error");
 }
 
 #[test]

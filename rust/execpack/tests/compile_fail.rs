@@ -275,6 +275,21 @@ pub fn f(code: &execpack::Code) {
         "call to unsafe function",
     );
 
+    // the bytes shrink gives back may still be run through a pointer that
+    // as_fn gave, which borrows nothing: the caller must promise they are not
+    must_fail(
+        "shrink_without_unsafe",
+        r#"
+pub fn f(mut code: execpack::Code) -> u32 {
+    let g: extern "C" fn() -> u32 = unsafe { code.as_fn() };
+    let _ = code.shrink(1);
+    g()
+}
+"#,
+        "E0133",
+        "call to unsafe function",
+    );
+
     must_fail(
         "call_without_unsafe",
         r#"

@@ -94,3 +94,37 @@ fn lookup_finds_staging_code_and_windows() {
     drop(c);
     assert!(execpack::lookup(exec).is_none(), "a freed allocation is found");
 }
+
+#[test]
+fn ranges_stay_inside_the_code() {
+    let pool = pool();
+    let code = ret_imm(7);
+    let a = put(&pool, &code);
+    let b = put(&pool, &ret_imm(8));
+    // b's start as an offset from a (wrapping: b may lie below a), so that
+    // the library, which checks a range against the allocation holding
+    // its first byte, would take it as a range of b
+    let to_b = b.addr().wrapping_sub(a.addr());
+    assert!(execpack::lookup(a.addr().wrapping_add(to_b)).is_some());
+    let e = a.patch(to_b, 4).unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL, "a window of a opened on b: {}", e);
+    assert_eq!(execpack::lookup(b.addr()).unwrap().patch, None);
+    let (off, bytes) = patch_imm(9);
+    let e = unsafe { a.write(to_b.wrapping_add(off), &bytes) }.unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    assert_eq!(call(&b), 8, "a's write reached b");
+    // past the end, and off + len overflowing
+    let n = a.len();
+    assert!(n >= code.len());
+    for (off, len) in [(n, 1), (n - 1, 2), (0, n + 1), (usize::MAX, 1), (1, usize::MAX), (usize::MAX, usize::MAX)] {
+        let e = a.patch(off, len).unwrap_err();
+        assert_eq!(e.errno(), errno::EINVAL, "patch({}, {})", off, len);
+        assert!(e.detail().unwrap().contains("not inside"), "{}", e);
+    }
+    let e = unsafe { a.write(usize::MAX, &[0; 2]) }.unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    // the last byte, and the whole of it, are inside
+    a.patch(n - 1, 1).unwrap().abort();
+    a.patch(0, n).unwrap().abort();
+    assert_eq!((call(&a), call(&b)), (7, 8));
+}
