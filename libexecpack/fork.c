@@ -27,9 +27,8 @@
  * keeps too (a thread holding one only ever takes those after it):
  *   ep__roots_lock -> each pool's heaps_lock -> ep__thread_key_lock ->
  *   ep__thread_spare_lock -> ep__heaps_lock -> each heap's lock (and its
- *   remote-free gate) -> ep__patch_drop_lock -> ep__info_lock ->
- *   ep__meta_lock -> diag's lock (jitdump's writes
- *   hold it too).  A code range's lock (code-range.c) is taken only inside
+ *   remote-free gate) -> ep__info_lock -> ep__meta_lock -> diag's lock
+ *   (jitdump's writes hold it too).  A code range's lock (code-range.c) is taken only inside
  *   a backend's map or unmap, under a heap's lock, and nothing after it: no
  *   thread holds it while the handlers hold every heap's.
  * The handlers take them all in that order and release them in the parent
@@ -97,7 +96,6 @@ static void lock_all(void)
 		ep__lock(&p->lock);
 		ep__remote_gate(p); /* and no free without the lock (remote.c) */
 	}
-	ep__mutex_lock(&ep__patch_drop_lock);
 	ep__mutex_lock(&ep__info_lock);
 	ep__mutex_lock(&ep__meta_lock);
 	ep__diag_fork_prepare();
@@ -174,7 +172,6 @@ static void atfork_unlock(void)
 {
 	ep__mutex_unlock(&ep__meta_lock);
 	ep__mutex_unlock(&ep__info_lock);
-	ep__mutex_unlock(&ep__patch_drop_lock);
 	for (struct ep__heap *p = ep__heaps; p; p = p->gnext) {
 		ep__remote_ungate(p);
 		ep__unlock(&p->lock);
@@ -243,7 +240,6 @@ void ep__fork_missed(void)
 	pthread_mutex_init(&ep__thread_key_lock, NULL);
 	pthread_mutex_init(&ep__thread_spare_lock, NULL);
 	pthread_mutex_init(&ep__heaps_lock, NULL);
-	pthread_mutex_init(&ep__patch_drop_lock, NULL);
 	pthread_mutex_init(&ep__info_lock, NULL);
 	pthread_mutex_init(&ep__meta_lock, NULL);
 	for (struct ep__heap *p = ep__heaps; p; p = p->gnext) {

@@ -251,7 +251,6 @@ void ep__heap_destroy(struct ep__heap *h)
 		n = a->hnext;
 		free(a);
 	}
-	ep__patch_heap_gone(h);   /* patch.c: windows of freed code */
 	ep__diag_pool_destroy(h); /* diag.c: the pool's memcheck mempool */
 	if (!h->shares_backend)
 		h->ops->close(h->be);

@@ -211,8 +211,8 @@ static inline void ep__unlock(struct ep__lock *l)
 
 /*
  * The core's pthread mutexes (the lists of pools and heaps, each pool's
- * heaps_lock, the thread records' two, patch.c's dropped windows, info.c's
- * slots, meta.c's, a code range's), through one pair of calls so that the
+ * heaps_lock, the thread records' two, info.c's slots, meta.c's, a code
+ * range's), through one pair of calls so that the
  * interleaving build can schedule around them.  diag.c's lock is not one
  * of them: diag.c takes it with pthread_mutex_lock() directly (and the
  * fork handlers through ep__diag_fork_prepare()).

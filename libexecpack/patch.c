@@ -10,7 +10,8 @@
  * a->patch->win set, made and ended under the heap's lock like every other
  * step.  The record is what serializes it with a free from another thread:
  * a lock-free free claims PLAIN allocations only, so it takes the heap's
- * lock for one with a window, and that ep_free() closes the window.
+ * lock for one with a window, and that ep_free() closes the window: its
+ * buffers and the kept staging buffer go with the allocation, at once.
  *
  * Commit rewrites the live code word by word (EP__ARCH_PATCH_WORD: 8 bytes
  * on x86-64, 4 on arm64 and riscv64), each word that holds a changed byte
@@ -23,7 +24,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,47 +41,15 @@
 /* The window's buffer: rw == exec (mod this), as staging buffers. */
 #define WIN_ALIGN 64
 
-/*
- * Windows whose allocation was freed while they were open: their buffers
- * stay until the window's commit or abort (which fail with -EINVAL and
- * free them) or the heap's end, so that a thread still running its emitter
- * over one when another thread frees the code writes into memory that is
- * still its own.  One of the locks the fork handlers take (fork.c): a
- * pool's destroy drops windows after its heaps left their list.
- */
-pthread_mutex_t ep__patch_drop_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ep__patch *g_dropped;
-
-static void patch_free(struct ep__patch *w)
+/* The window's buffers (the kept staging buffer is not one of them). */
+static void window_buffers_free(struct ep__patch *w)
 {
 	free(w->own);
 	if (!w->own)
 		free(w->snap); /* (one block with own otherwise) */
-	free(ep__stage_base(w->kept));
-	free(w);
-}
-
-/* A dropped window of h at exec, taken off the list; or NULL. */
-static struct ep__patch *dropped_take(const struct ep__heap *h, uintptr_t exec)
-{
-	struct ep__patch *w = NULL;
-
-	ep__mutex_lock(&ep__patch_drop_lock);
-	for (struct ep__patch **pp = &g_dropped; *pp; pp = &(*pp)->next) {
-		if ((*pp)->heap == h && (!exec || (*pp)->win == exec)) {
-			w = *pp;
-			*pp = w->next;
-			break;
-		}
-	}
-	ep__mutex_unlock(&ep__patch_drop_lock);
-	return w;
-}
-
-void ep__patch_heap_gone(struct ep__heap *h)
-{
-	for (struct ep__patch *w; (w = dropped_take(h, 0));)
-		patch_free(w);
+	w->own = w->snap = w->win_rw = NULL;
+	w->win = 0;
+	w->win_len = 0;
 }
 
 /* Close the window (nothing written); a->patch goes if nothing is kept. */
@@ -89,12 +57,7 @@ static void window_close(struct ep__alloc *a)
 {
 	struct ep__patch *w = a->patch;
 
-	free(w->own);
-	if (!w->own)
-		free(w->snap); /* (one block with own otherwise) */
-	w->own = w->snap = w->win_rw = NULL;
-	w->win = 0;
-	w->win_len = 0;
+	window_buffers_free(w);
 	if (!w->kept) {
 		free(w);
 		a->patch = NULL;
@@ -157,18 +120,11 @@ void ep__patch_forget(struct ep__heap *h, struct ep__alloc *a)
 	if (!w)
 		return;
 	a->patch = NULL;
-	if (w->win) {
-		/* open: its buffers wait for its commit or abort (see above) */
-		w->heap = h;
-		ep__mutex_lock(&ep__patch_drop_lock);
-		w->next = g_dropped;
-		g_dropped = w;
-		ep__mutex_unlock(&ep__patch_drop_lock);
-		return;
-	}
+	/* an open window ends with its code, as ep_free(3) says: nothing of it
+	 * outlives the allocation (its rw is the caller's no more) */
+	window_buffers_free(w);
 	ep__stage_put(h, w->kept, w->kept_class);
-	w->kept = NULL;
-	patch_free(w);
+	free(w);
 }
 
 /* Open the window on [x, x+len) of a (entered, finalized, with a record). */
@@ -297,12 +253,7 @@ static int window_end(struct ep__heap *h, void *exec, enum window_end_how how)
 	struct ep__alloc *a = ep__alloc_containing(h, (uintptr_t)exec, &view);
 
 	if (!a || a->norec || !a->patch || a->patch->win != (uintptr_t)exec) {
-		/* no window opened there; or its code was freed: its buffers go */
-		struct ep__patch *w = dropped_take(h, (uintptr_t)exec);
-
-		if (w)
-			patch_free(w);
-		rc = -EINVAL;
+		rc = -EINVAL; /* no window open there (a free closed it) */
 		goto out;
 	}
 	struct ep__pack *p = a->pack;

@@ -7,14 +7,10 @@
 #ifndef EP_PATCH_H
 #define EP_PATCH_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "types.h"
-
-/* (taken by the fork handlers, fork.c) */
-extern pthread_mutex_t ep__patch_drop_lock;
 
 /* What an allocation with a window or kept staging has besides its record
  * (a->patch).  While a->patch is set the allocation keeps its record (REC),
@@ -27,8 +23,6 @@ struct ep__patch {
 	unsigned char *snap;   /* the live bytes at begin */
 	unsigned char *kept;   /* EP_F_KEEP_STAGING: the staging buffer */
 	int kept_class;
-	struct ep__patch *next; /* dropped (its code freed while open): */
-	struct ep__heap *heap;  /* the list, and the heap it was of */
 };
 
 /* A large allocation is born (its entry for ep_lookup()): 0 or -ENOMEM. */
@@ -42,12 +36,9 @@ void ep__patch_finalized(struct ep__heap *h, struct ep__alloc *a);
 int ep__patch_shrink_check(const struct ep__alloc *a, size_t keep);
 /* a's exec or length changed (a large one placed, a shrink done). */
 void ep__patch_changed(struct ep__heap *h, struct ep__alloc *a);
-/* The allocation is gone (ep_free(), ep_pool_destroy()): its window closes
- * and its kept staging and entry go (an open window's buffers wait for its
- * commit or abort, or ep__patch_heap_gone()). */
+/* The allocation is gone (ep_free(), ep_pool_destroy()): an open window
+ * closes, its buffers, the kept staging and the entry go now. */
 void ep__patch_forget(struct ep__heap *h, struct ep__alloc *a);
-/* h is destroyed: the buffers of windows whose code was freed go. */
-void ep__patch_heap_gone(struct ep__heap *h);
 
 /* ep_patch_begin(), ep_patch_commit(), ep_patch_abort() on h, the heap
  * that owns exec (api.c checked the arguments and found it). */

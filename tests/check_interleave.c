@@ -69,6 +69,10 @@ static pthread_mutex_t g_m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static int g_cur = -1;
 static __thread int il_me = -1;
+/* Set: the thread runs on through its preemption points (a caller's own
+ * step that no other call may split, such as an emitter's writes to a
+ * window it just opened); it still hands over where it waits for a lock. */
+static __thread int il_hold;
 static pid_t g_pid;
 static uint64_t g_rng;
 static unsigned g_prio[IL_MAX];
@@ -166,7 +170,7 @@ static __thread int il_in_signal;
 
 void ep__il_yield(const char *where)
 {
-	if (!managed())
+	if (!managed() || il_hold)
 		return;
 	g_step++;
 	memset(g_blocked, 0, sizeof(g_blocked));
@@ -1277,7 +1281,9 @@ END_TEST
 
 /* 14. Patch windows racing frees, by the owner and by another thread
  * (which takes a plain allocation without the lock, but not one with a
- * window), and lookups: a commit never writes chunks that were given back
+ * window), and lookups; the emitter's writes to an open window do not race
+ * its free (patch_fill()), its commit does: a commit never writes chunks
+ * that were given back
  * (the free chunks hold traps at every step), a window never outlives its
  * allocation (no record of a freed one), and a commit that succeeded on
  * code that stays is there. */
@@ -1289,21 +1295,29 @@ static void s14_owner(int id)
 	g_rc[id][0] = do_free(g_pub[1]);
 }
 
-static int patch_fill(unsigned char *x, size_t off, size_t len, unsigned char v)
+/* hold: the begin and the writes to rw are one step, so that a free racing
+ * the window comes before the begin or after the writes (a free closes the
+ * window and its buffers go: rw is not used after it, ep_patch_begin(3));
+ * the commit still races the free. */
+static int patch_fill(unsigned char *x, size_t off, size_t len, unsigned char v, int hold)
 {
 	void *rw;
+
+	il_hold = hold;
 	int rc = ep_patch_begin(g_pool, x + off, len, &rw);
 
+	if (!rc)
+		memset(rw, v, len);
+	il_hold = 0;
 	if (rc)
 		return rc;
-	memset(rw, v, len);
 	return ep_patch_commit(g_pool, x + off);
 }
 
 static void s14_patcher(int id)
 {
 	for (int i = 0; i < 3; i++)
-		g_rc[id][i] = patch_fill(await(i), 8, 48, 0x22);
+		g_rc[id][i] = patch_fill(await(i), 8, 48, 0x22, 1);
 }
 
 static void s14_freer(int id)
@@ -1353,7 +1367,7 @@ END_TEST
 static void s15_owner(int id)
 {
 	g_pub[0] = jit(300, 1);
-	g_rc[id][0] = patch_fill(g_pub[0], 64, 16, 0x33);
+	g_rc[id][0] = patch_fill(g_pub[0], 64, 16, 0x33, 0);
 }
 
 static void s15_writer(int id)

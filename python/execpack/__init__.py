@@ -93,7 +93,9 @@ rewrite; window.commit() writes the words that changed, each in one store
 (a thread running the code sees old or new instructions), abort() writes
 nothing; as a context manager it commits when the block ends and aborts
 when it raises.  One window per allocation (OSError(EBUSY)); finalized
-code only.  F_KEEP_STAGING keeps the staging buffer for the windows.
+code only.  pool.free() of the code closes its window (abort() then does
+nothing, commit() raises); a Window collected while open aborts.
+F_KEEP_STAGING keeps the staging buffer for the windows.
 lookup(address) gives the Info (exec, size, name...) of the live
 allocation of any pool that holds an address, or None.
 

@@ -6,10 +6,11 @@ import ctypes
 import errno
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
-from ._core import _SIZE_MAX, _UINTPTR_MAX, NAME_MAX, _check, _einval, _unsigned, library
+from ._core import (_SIZE_MAX, _UINTPTR_MAX, NAME_MAX, _check, _dead_text, _einval, _unsigned,
+                    library)
 
 if TYPE_CHECKING:
-    from ._core import Image, JitFunction, Pool
+    from ._core import Image, JitFunction, Pool, _Allocation
 
 __all__ = ["Window", "Info", "lookup", "F_KEEP_STAGING", "INFO_FINALIZED", "INFO_LARGE",
            "INFO_NAMED"]
@@ -95,7 +96,13 @@ class Window:
     binding's, as Image.buffer is); commit() writes the bytes that changed
     (each instruction word in one store) and closes it, abort() closes it
     without writing.  As a context manager it commits when the block ends
-    normally and aborts when it raises."""
+    normally and aborts when it raises.
+
+    pool.free() of the code, or pool.close(), closes the window with it:
+    .open is False, commit() raises OSError(EINVAL), abort() does nothing
+    (the library's window is gone, and another allocation may have the
+    address by then).  A Window collected while open aborts, so that its
+    code is not left with a window (OSError(EBUSY) for the next one)."""
 
     def __init__(self, pool: "Pool", target: Union["JitFunction[Any]", "Image", int],
                  offset: int = 0, length: Optional[int] = None) -> None:
@@ -117,32 +124,66 @@ class Window:
         _check(_lib().ep_patch_begin(h, addr + offset, length, ctypes.byref(rw)),
                "ep_patch_begin")
         self._pool: Optional["Pool"] = pool
-        self._alloc = alloc
         self.exec = addr + offset
         self.length = length
         self._rw = int(rw.value or 0)
         # the binding's copy: Python never holds a view of the library's
         # buffer, which is freed with the window
         self._mirror: Optional[bytearray] = bytearray(ctypes.string_at(self._rw, length))
+        try:
+            # the record pool.free() and pool.close() mark dead, also for
+            # a bare address (inside the code, or of code no object holds)
+            self._alloc = alloc if alloc is not None else self._record(pool)
+        except BaseException:
+            _lib().ep_patch_abort(h, self.exec)
+            self._mirror = None
+            raise
+
+    def _record(self, pool: "Pool") -> "_Allocation":
+        """The binding's record of the allocation holding the window,
+        made if no object of the binding holds one."""
+        info = lookup(self.exec)
+        if info is None or info.pool != pool._handle:
+            raise _einval("ep_patch_begin: no allocation of the pool at 0x%x" % self.exec)
+        alloc = pool._live.get(info.exec)
+        if alloc is None:
+            alloc = pool._track(info.exec, 0, info.size)
+            alloc.finalized = True
+        return alloc
+
+    def _closed_with_code(self) -> bool:
+        """Whether the code was freed (or the pool closed): the library
+        closed the window then; the binding's copy goes."""
+        if self._alloc.dead is None:
+            return False
+        self._mirror = None
+        return True
 
     @property
     def open(self) -> bool:
-        return self._mirror is not None
+        return self._mirror is not None and not self._closed_with_code()
 
     @property
     def buffer(self) -> memoryview:
         """The window's bytes, to rewrite (ValueError once it is closed)."""
+        if self._closed_with_code():
+            raise ValueError("the patch window at 0x%x was closed with its code, which was %s"
+                             % (self.exec, _dead_text(self._alloc)))
         if self._mirror is None:
             raise ValueError("the patch window at 0x%x is closed" % self.exec)
         return memoryview(self._mirror)
 
     def _end(self, write: bool) -> None:
         what = "ep_patch_commit" if write else "ep_patch_abort"
+        if self._closed_with_code():
+            # the free closed it: nothing to abort, and nothing of the
+            # address (another allocation's by now, maybe) is touched
+            if write:
+                raise _einval("%s: the window at 0x%x was closed with its code, which was %s"
+                              % (what, self.exec, _dead_text(self._alloc)))
+            return
         if self._mirror is None or self._pool is None:
             raise _einval("%s: the window at 0x%x is closed" % (what, self.exec))
-        if self._alloc is not None and self._alloc.dead is not None:
-            self._mirror = None  # freed or closed: the library closed it
-            raise _einval("%s: the code was %s" % (what, self._alloc.dead))
         h = self._pool._h(what)
         lib = _lib()
         if write:
@@ -167,6 +208,16 @@ class Window:
         if self._mirror is None:
             return
         self._end(exc_type is None)
+
+    def __del__(self) -> None:
+        """Collected while open: abort, so that the code is not left with
+        a window (nothing when the code was freed or the pool closed)."""
+        try:
+            if (getattr(self, "_mirror", None) is not None and
+                    getattr(self, "_alloc", None) is not None):
+                self._end(False)
+        except Exception:
+            pass
 
     def __repr__(self) -> str:
         return "<execpack.Window 0x%x+%d %s>" % (self.exec, self.length,

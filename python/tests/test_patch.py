@@ -7,6 +7,7 @@ when there is no executable memory here)."""
 
 import ctypes
 import errno
+import gc
 import platform
 import sys
 import unittest
@@ -81,6 +82,84 @@ class PatchTest(unittest.TestCase):
         self.pool.free(f)
         self.assertRaises(OSError, w.commit)
         self.assertIsNone(execpack.lookup(w.exec))
+
+    def test_free_closes_window(self) -> None:
+        f = self.pool.load(ret_imm(1))
+        w = self.pool.patch(f, 1, 4)
+        w.buffer[:] = (2).to_bytes(4, "little")
+        self.pool.free(f)
+        self.assertFalse(w.open)
+        self.assertIn("closed", repr(w))
+        self.assertRaises(ValueError, lambda: w.buffer)
+        with self.assertRaises(OSError) as cm:
+            w.commit()
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+        w.abort()  # nothing: the free closed it
+        # the address is another program's, with a window of its own: the
+        # old Window, ended or collected, never touches it
+        g = self.pool.load(ret_imm(3))
+        self.assertEqual(g.address, f.address)  # (the chunk freed first is reused)
+        w2 = self.pool.patch(g, 1, 4)
+        w.abort()
+        self.assertRaises(OSError, w.commit)
+        del w
+        gc.collect()
+        info = execpack.lookup(g)
+        assert info is not None
+        self.assertEqual((info.patch_exec, info.patch_len), (g.address + 1, 4))
+        w2.buffer[:] = (4).to_bytes(4, "little")
+        w2.commit()
+        self.assertEqual(g(), 4)
+
+    def test_free_closes_window_on_bare_address(self) -> None:
+        # a window opened by an address inside the code
+        f = self.pool.load(ret_imm(1))
+        w = self.pool.patch(f.address + 1, 0, 4)
+        self.pool.free(f.address)
+        self.assertFalse(w.open)
+        w.abort()
+        # ... and on code that no object of the binding holds any more
+        g = self.pool.load(ret_imm(2))
+        addr = g.address
+        del g
+        gc.collect()
+        w = self.pool.patch(addr, 1, 4)
+        self.assertTrue(w.open)
+        self.pool.free(addr)
+        self.assertFalse(w.open)
+        h = self.pool.load(ret_imm(5))
+        self.assertEqual(h.address, addr)
+        w2 = self.pool.patch(h, 1, 4)
+        w.abort()
+        del w
+        gc.collect()
+        info = execpack.lookup(h)
+        assert info is not None
+        self.assertEqual(info.patch_exec, addr + 1)
+        w2.abort()
+
+    def test_collected_window_aborts(self) -> None:
+        f = self.pool.load(ret_imm(1))
+        w = self.pool.patch(f, 1, 4)
+        w.buffer[:] = (6).to_bytes(4, "little")
+        del w
+        gc.collect()
+        info = execpack.lookup(f)
+        assert info is not None
+        self.assertEqual(info.patch_len, 0)  # aborted: no window left open
+        self.assertEqual(f(), 1)             # and nothing written
+        with self.pool.patch(f, 1, 4) as w:  # not EBUSY
+            w.buffer[:] = (7).to_bytes(4, "little")
+        self.assertEqual(f(), 7)
+        # one whose pool was closed first: nothing to abort
+        pool = execpack.Pool("memfd")
+        g = pool.load(ret_imm(1))
+        w = pool.patch(g, 1, 4)
+        pool.close()
+        self.assertFalse(w.open)
+        w.abort()
+        del w
+        gc.collect()
 
     def test_lookup(self) -> None:
         f = self.pool.load(ret_imm(5))
