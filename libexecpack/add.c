@@ -138,6 +138,32 @@ static int add_rec(struct ep__heap *h, const void *code, size_t len, size_t rese
 	return 0;
 }
 
+struct add_args {
+	const void *code;
+	size_t len, reserved;
+	void **exec;
+};
+
+/* ep_add()'s work in h, under its lock. */
+static int add_in(struct ep__heap *h, const void *code, size_t len, size_t reserved, bool large,
+		  void **exec)
+{
+	ep__lock(&h->lock);
+	ep__remote_drain_check(h);
+	int rc = large || (h->flags & EP_F_RANDOMIZE) ? add_rec(h, code, len, reserved, large, exec)
+						      : add_plain(h, code, len, reserved, exec);
+
+	ep__unlock(&h->lock);
+	return rc;
+}
+
+static int add_lent(struct ep__heap *o, void *arg)
+{
+	const struct add_args *x = arg;
+
+	return add_in(o, x->code, x->len, x->reserved, false, x->exec);
+}
+
 int ep__heap_add(struct ep__heap *h, const void *code, size_t len, void **exec)
 {
 	if (!h || !code || !exec || len == 0)
@@ -150,12 +176,14 @@ int ep__heap_add(struct ep__heap *h, const void *code, size_t len, void **exec)
 
 	if (h->limit && reserved > h->limit)
 		return -EPERM; /* could never fit */
-	ep__lock(&h->lock);
-	ep__remote_drain_check(h);
-	int rc = large || (h->flags & EP_F_RANDOMIZE) ? add_rec(h, code, len, reserved, large, exec)
-						      : add_plain(h, code, len, reserved, exec);
+	int rc = add_in(h, code, len, reserved, large, exec);
 
-	ep__unlock(&h->lock);
+	/* a full code range: another heap's pack (ep__heap_borrow()) */
+	if (__builtin_expect(rc == -ENOMEM, 0) && h->crange && !large) {
+		struct add_args x = { code, len, reserved, exec };
+
+		rc = ep__heap_borrow(h, add_lent, &x);
+	}
 	return rc;
 }
 

@@ -1265,6 +1265,45 @@ START_TEST(test_code_range)
 }
 END_TEST
 
+/* 20. A code range of two packs and three threads allocating at once: a
+ * heap with no pack allocates in another heap's (heap.c), racing that
+ * heap's own thread and frees from the third; each thread's first program
+ * stays live until all three are made, so one of them always borrows.
+ * Every call succeeds, and the model holds (check_quiet()). */
+static void s20_thread(int id)
+{
+	unsigned char *x = jit(100, 1), *y;
+
+	g_pub[id] = x;
+	for (int i = 0; i < 3; i++)
+		await(i);
+	y = jit(200, id != 1);
+	g_rc[id][0] = y ? do_free(y) : -1;
+	g_rc[id][1] = do_free(g_pub[(id + 1) % 3]);
+}
+
+static void s20(unsigned long seed)
+{
+	void (*fns[])(int) = { s20_thread, s20_thread, s20_thread };
+	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = S12_PACK,
+				 .code_range = 2 * S12_PACK };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(&cfg);
+	run(seed, fns, 3);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 2; k++)
+			if (g_rc[i][k])
+				il_fail("thread %d, call %d: %d", i, k, g_rc[i][k]);
+	pool_end();
+}
+
+START_TEST(test_code_range_shared)
+{
+	each_seed("s20", s20, 150, 1);
+}
+END_TEST
+
 /* 14. Patch windows racing frees, by the owner and by another thread
  * (which takes a plain allocation without the lock, but not one with a
  * window), and lookups: a commit never writes chunks that were given back
@@ -1835,6 +1874,7 @@ int main(void)
 	tcase_add_test(tc, test_add_trim_vs_free);
 	tcase_add_test(tc, test_small_chunks_shrink_finalize_vs_free);
 	tcase_add_test(tc, test_code_range);
+	tcase_add_test(tc, test_code_range_shared);
 	tcase_add_test(tc, test_patch_vs_free);
 	tcase_add_test(tc, test_patch_vs_write_shrink_name);
 	tcase_add_test(tc, test_raw_child_first_call_vs_exit_walk);
