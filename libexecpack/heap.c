@@ -430,6 +430,19 @@ static int alloc_lent(struct ep__heap *o, void *arg)
 	return alloc_in(o, x->size, x->reserved, false, x->out);
 }
 
+/* ep_alloc() failed in h: in a full code range, another heap's pack may
+ * have room (a large mapping needs room of its own, which no heap has). */
+static __attribute__((noinline, cold)) int alloc_failed(struct ep__heap *h, size_t size,
+							size_t reserved, struct ep_image *out,
+							int rc)
+{
+	struct alloc_args x = { size, reserved, out };
+
+	if (rc != -ENOMEM || !h->crange || size > h->pack_size)
+		return rc;
+	return ep__heap_borrow(h, alloc_lent, &x);
+}
+
 int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 {
 	if (!h || !out || size == 0)
@@ -444,12 +457,9 @@ int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 		return -EPERM; /* could never fit */
 	int rc = alloc_in(h, size, reserved, large, out);
 
-	/* (a large mapping needs room of its own: another heap has none) */
-	if (__builtin_expect(rc == -ENOMEM, 0) && h->crange && !large) {
-		struct alloc_args x = { size, reserved, out };
-
-		rc = ep__heap_borrow(h, alloc_lent, &x);
-	}
+	/* (a call, out of line: the path that succeeds keeps its instructions) */
+	if (__builtin_expect(rc != 0, 0))
+		rc = alloc_failed(h, size, reserved, out, rc);
 	return rc;
 }
 
