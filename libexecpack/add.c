@@ -65,9 +65,11 @@ static inline int put_code(struct ep__heap *h, struct ep__region *r, size_t off,
 }
 
 /* The common case, a pack allocation with no record (records.c): its chunks
- * and state byte are all there is to it. */
-static int add_plain(struct ep__heap *h, const void *code, size_t len, size_t reserved,
-		     void **exec)
+ * and state byte are all there is to it.  (Inline in ep_add(), as in
+ * add_lent()'s copy: a call there cost an add op 22 more instructions.) */
+static inline __attribute__((always_inline)) int add_plain(struct ep__heap *h, const void *code,
+							   size_t len, size_t reserved,
+							   void **exec)
 {
 	struct ep__pack *p;
 	size_t n = reserved >> h->shift, pos;
@@ -102,8 +104,9 @@ static int add_plain(struct ep__heap *h, const void *code, size_t len, size_t re
 
 /* A large allocation, or one at a random offset: a record, as ep_alloc()
  * gives it. */
-static int add_rec(struct ep__heap *h, const void *code, size_t len, size_t reserved, bool large,
-		   void **exec)
+static inline __attribute__((always_inline)) int add_rec(struct ep__heap *h, const void *code,
+							 size_t len, size_t reserved, bool large,
+							 void **exec)
 {
 	struct ep__alloc *a;
 	int rc;
@@ -138,6 +141,46 @@ static int add_rec(struct ep__heap *h, const void *code, size_t len, size_t rese
 	return 0;
 }
 
+struct add_args {
+	const void *code;
+	size_t len, reserved;
+	void **exec;
+};
+
+/* ep_add()'s work in h, under its lock. */
+static inline __attribute__((always_inline)) int add_in(struct ep__heap *h, const void *code,
+							size_t len, size_t reserved, bool large,
+							void **exec)
+{
+	ep__lock(&h->lock);
+	ep__remote_drain_check(h);
+	int rc = large || (h->flags & EP_F_RANDOMIZE) ? add_rec(h, code, len, reserved, large, exec)
+						      : add_plain(h, code, len, reserved, exec);
+
+	ep__unlock(&h->lock);
+	return rc;
+}
+
+static int add_lent(struct ep__heap *o, void *arg)
+{
+	const struct add_args *x = arg;
+
+	return add_in(o, x->code, x->len, x->reserved, false, x->exec);
+}
+
+/* ep_add() failed in h: in a full code range, another heap's pack may
+ * have room (ep__heap_borrow(); a large mapping needs room of its own). */
+static __attribute__((noinline, cold)) int add_failed(struct ep__heap *h, const void *code,
+						      size_t len, size_t reserved, void **exec,
+						      int rc)
+{
+	struct add_args x = { code, len, reserved, exec };
+
+	if (rc != -ENOMEM || !h->crange || len > h->pack_size)
+		return rc;
+	return ep__heap_borrow(h, add_lent, &x);
+}
+
 int ep__heap_add(struct ep__heap *h, const void *code, size_t len, void **exec)
 {
 	if (!h || !code || !exec || len == 0)
@@ -150,12 +193,11 @@ int ep__heap_add(struct ep__heap *h, const void *code, size_t len, void **exec)
 
 	if (h->limit && reserved > h->limit)
 		return -EPERM; /* could never fit */
-	ep__lock(&h->lock);
-	ep__remote_drain_check(h);
-	int rc = large || (h->flags & EP_F_RANDOMIZE) ? add_rec(h, code, len, reserved, large, exec)
-						      : add_plain(h, code, len, reserved, exec);
+	int rc = add_in(h, code, len, reserved, large, exec);
 
-	ep__unlock(&h->lock);
+	/* (a call, out of line: the path that succeeds keeps its instructions) */
+	if (__builtin_expect(rc != 0, 0))
+		rc = add_failed(h, code, len, reserved, exec, rc);
 	return rc;
 }
 

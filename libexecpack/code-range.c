@@ -155,6 +155,18 @@ out:
 	return rc;
 }
 
+bool ep__crange_room(struct ep__crange *cr, size_t size)
+{
+	bool room = false;
+
+	ep__mutex_lock(&cr->lock);
+	EP_YIELD("code range");
+	for (size_t i = 0; i < cr->nfree && !room; i++)
+		room = cr->free[i].hi - cr->free[i].lo >= size;
+	ep__mutex_unlock(&cr->lock);
+	return room;
+}
+
 bool ep__crange_give(struct ep__crange *cr, void *addr, size_t size)
 {
 	uintptr_t lo = (uintptr_t)addr, hi = lo + size;

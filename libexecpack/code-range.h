@@ -33,6 +33,10 @@ void ep__crange_close(struct ep__crange *cr);
 /* First fit: *out gets size bytes at an align-aligned address inside the
  * range, still PROT_NONE, for a MAP_FIXED mapping.  EP__CRANGE_FULL. */
 int ep__crange_take(struct ep__crange *cr, size_t size, size_t align, void **out);
+/* Whether some free extent of the range is size bytes long (alignment
+ * aside): false means a take of size bytes fails now, so a heap looks in
+ * the packs of the others instead of mapping a new one (heap.c). */
+bool ep__crange_room(struct ep__crange *cr, size_t size);
 /* [addr, addr+size) is PROT_NONE again and free.  false when it is not in
  * the range at all (the caller unmaps it). */
 bool ep__crange_give(struct ep__crange *cr, void *addr, size_t size);

@@ -362,20 +362,43 @@ int ep__heap_reserve(struct ep__heap *h, struct ep__alloc *a, size_t size, size_
 	return reserve(h, a, size, reserved, large);
 }
 
-int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
+/*
+ * A code range with no room for another pack (pack.c): h has no pack with
+ * room either, but another heap of the pool may, and the range is there
+ * for every thread.  fn is tried on each other heap until one has room
+ * (fn takes that heap's lock: no two heaps' locks are ever held at once,
+ * fork.c), and the allocation is that heap's: route.h names it as owner of
+ * the pack, so every later call, from any thread, goes there.  The list
+ * of heaps only grows, each published whole (thread.c): it is walked
+ * without the pool's lock.
+ */
+int ep__heap_borrow(struct ep__heap *h, int (*fn)(struct ep__heap *, void *), void *arg)
 {
-	if (!h || !out || size == 0)
-		return -EINVAL;
-	if (size > SIZE_MAX / 2)
-		return -ENOMEM;
+	struct ep__heap *o = ep__load_acquire(&h->root->heaps);
+	int rc = -ENOMEM;
 
-	bool large = size > h->pack_size;
-	size_t reserved = ep__heap_reserved(h, size, large);
+	VG_HAPPENS_AFTER(&h->root->heaps);
+	for (; o && rc == -ENOMEM; o = o->next_heap) {
+		EP_YIELD("heap borrow");
+		if (o != h)
+			rc = fn(o, arg);
+	}
+	return rc;
+}
+
+struct alloc_args {
+	size_t size, reserved;
+	struct ep_image *out;
+};
+
+/* ep_alloc()'s work in h, from its lock to the fill. */
+static inline __attribute__((always_inline)) int alloc_in(struct ep__heap *h, size_t size,
+							  size_t reserved, bool large,
+							  struct ep_image *out)
+{
 	struct ep__alloc *a = NULL;
 	int rc;
 
-	if (h->limit && reserved > h->limit)
-		return -EPERM; /* could never fit */
 	ep__lock(&h->lock);
 	ep__remote_drain_check(h);
 	if (h->nrecs + 1 > (h->hash_mask + 1) && (rc = ep__hash_grow(h)))
@@ -409,6 +432,46 @@ fail:
 		ep__rec_put(h, a);
 	}
 	ep__unlock(&h->lock);
+	return rc;
+}
+
+static int alloc_lent(struct ep__heap *o, void *arg)
+{
+	const struct alloc_args *x = arg;
+
+	return alloc_in(o, x->size, x->reserved, false, x->out);
+}
+
+/* ep_alloc() failed in h: in a full code range, another heap's pack may
+ * have room (a large mapping needs room of its own, which no heap has). */
+static __attribute__((noinline, cold)) int alloc_failed(struct ep__heap *h, size_t size,
+							size_t reserved, struct ep_image *out,
+							int rc)
+{
+	struct alloc_args x = { size, reserved, out };
+
+	if (rc != -ENOMEM || !h->crange || size > h->pack_size)
+		return rc;
+	return ep__heap_borrow(h, alloc_lent, &x);
+}
+
+int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
+{
+	if (!h || !out || size == 0)
+		return -EINVAL;
+	if (size > SIZE_MAX / 2)
+		return -ENOMEM;
+
+	bool large = size > h->pack_size;
+	size_t reserved = ep__heap_reserved(h, size, large);
+
+	if (h->limit && reserved > h->limit)
+		return -EPERM; /* could never fit */
+	int rc = alloc_in(h, size, reserved, large, out);
+
+	/* (a call, out of line: the path that succeeds keeps its instructions) */
+	if (__builtin_expect(rc != 0, 0))
+		rc = alloc_failed(h, size, reserved, out, rc);
 	return rc;
 }
 

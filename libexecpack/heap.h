@@ -22,6 +22,10 @@ size_t ep__heap_reserved(const struct ep__heap *h, size_t size, bool large);
  * large, offset (EP_F_RANDOMIZE), reserved and exec.  Not a record yet. */
 int ep__heap_reserve(struct ep__heap *h, struct ep__alloc *a, size_t size, size_t reserved,
 		     bool large);
+/* A code range that has no room for a pack: fn(other, arg) on the pool's
+ * other heaps, one at a time, until one says anything but -ENOMEM; fn
+ * takes that heap's lock.  What the last one said. */
+int ep__heap_borrow(struct ep__heap *h, int (*fn)(struct ep__heap *, void *), void *arg);
 /* ep_add(), ep_finalize_size() (add.c) */
 int ep__heap_add(struct ep__heap *h, const void *code, size_t len, void **exec);
 int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size);

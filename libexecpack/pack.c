@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "alloc-state.h"
+#include "code-range.h"
 #include "commit.h"
 #include "fit-packs.h"
 #include "meta.h"
@@ -243,6 +244,10 @@ int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *
 		ep__fits_set(h, g->slot, (uint32_t)g->free_chunks);
 		return ep__pack_find(h, n, outp, pos);
 	}
+	/* a code range with no room for a pack: fail before a backend makes
+	 * a file for it (heap.c then looks in the other heaps' packs) */
+	if (h->crange && !ep__crange_room(h->crange, h->pack_size))
+		return -ENOMEM;
 	int rc = pack_new(h, n, outp);
 
 	*pos = 0;

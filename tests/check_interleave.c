@@ -1279,6 +1279,45 @@ START_TEST(test_code_range)
 }
 END_TEST
 
+/* 20. A code range of two packs and three threads allocating at once: a
+ * heap with no pack allocates in another heap's (heap.c), racing that
+ * heap's own thread and frees from the third; each thread's first program
+ * stays live until all three are made, so one of them always borrows.
+ * Every call succeeds, and the model holds (check_quiet()). */
+static void s20_thread(int id)
+{
+	unsigned char *x = jit(100, 1), *y;
+
+	g_pub[id] = x;
+	for (int i = 0; i < 3; i++)
+		await(i);
+	y = jit(200, id != 1);
+	g_rc[id][0] = y ? do_free(y) : -1;
+	g_rc[id][1] = do_free(g_pub[(id + 1) % 3]);
+}
+
+static void s20(unsigned long seed)
+{
+	void (*fns[])(int) = { s20_thread, s20_thread, s20_thread };
+	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = S12_PACK,
+				 .code_range = 2 * S12_PACK };
+
+	memset(g_pub, 0, sizeof(g_pub));
+	pool_begin(&cfg);
+	run(seed, fns, 3);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 2; k++)
+			if (g_rc[i][k])
+				il_fail("thread %d, call %d: %d", i, k, g_rc[i][k]);
+	pool_end();
+}
+
+START_TEST(test_code_range_shared)
+{
+	each_seed("s20", s20, 150, 1);
+}
+END_TEST
+
 /* 14. Patch windows racing frees, by the owner and by another thread
  * (which takes a plain allocation without the lock, but not one with a
  * window), and lookups; the emitter's writes to an open window do not race
@@ -1827,7 +1866,7 @@ static void child_alarm(void)
 	}
 }
 
-/* 20-23. ep_lookup() against the calls that change what it reads: it never
+/* 21-24. ep_lookup() against the calls that change what it reads: it never
  * takes a lock, never says -ENOENT for live code, and never reads a pool
  * that a destroy freed. */
 
@@ -1844,7 +1883,7 @@ static void expect_live(const unsigned char *x, size_t size, size_t off, const c
 
 static unsigned char *g_lone; /* a neighbour born and freed beside them */
 
-static void s20_owner(int id)
+static void s21_owner(int id)
 {
 	g_pub[0] = jit(64 * 40, 1); /* its length in the maps */
 	g_pub[1] = jit(192, 1);     /* in its state byte */
@@ -1856,13 +1895,13 @@ static void s20_owner(int id)
 	g_rc[id][2] = ep_write(g_pool, g_pub[1] + 8, &v, sizeof(v));
 }
 
-static void s20_patcher(int id)
+static void s21_patcher(int id)
 {
 	g_rc[id][0] = patch_fill(await(0), 128, 16, 0x22);
 	g_rc[id][1] = patch_fill(await(1), 0, 8, 0x22);
 }
 
-static void s20_looker(int id)
+static void s21_looker(int id)
 {
 	(void)id;
 	for (int k = 0; k < 4; k++) {
@@ -1871,9 +1910,9 @@ static void s20_looker(int id)
 	}
 }
 
-static void s20(unsigned long seed)
+static void s21(unsigned long seed)
 {
-	void (*fns[])(int) = { s20_owner, s20_patcher, s20_looker };
+	void (*fns[])(int) = { s21_owner, s21_patcher, s21_looker };
 
 	memset(g_pub, 0, sizeof(g_pub));
 	pool_begin(NULL);
@@ -1887,17 +1926,17 @@ static void s20(unsigned long seed)
 
 START_TEST(test_lookup_vs_write_window)
 {
-	each_seed("s20", s20, 110, 1);
+	each_seed("s21", s21, 110, 1);
 }
 END_TEST
 
-/* 21. A signal handler's lookups on a thread that holds the heap's lock
+/* 22. A signal handler's lookups on a thread that holds the heap's lock
  * (in a write, a window, a free, the pack's maps or an entry half
  * written): each answers at once, hit or miss; it never waits for the
  * thread it interrupted. */
 static unsigned char *g_stage_rw;
 
-static void s21_signal(const char *where)
+static void s22_signal(const char *where)
 {
 	int holds = 0;
 
@@ -1919,7 +1958,7 @@ static void s21_signal(const char *where)
 	expect_live(g_pub[1], 192, 100, "in a handler");
 }
 
-static void s21_owner(int id)
+static void s22_owner(int id)
 {
 	struct ep_image img;
 
@@ -1936,19 +1975,19 @@ static void s21_owner(int id)
 	g_rc[id][3] = do_free(img.exec);
 }
 
-static void s21_other(int id)
+static void s22_other(int id)
 {
-	g_rc[id][0] = ep_set_name(g_pool, await(1), "s21");
+	g_rc[id][0] = ep_set_name(g_pool, await(1), "s22");
 }
 
-static void s21(unsigned long seed)
+static void s22(unsigned long seed)
 {
-	void (*fns[])(int) = { s21_owner, s21_other };
+	void (*fns[])(int) = { s22_owner, s22_other };
 
 	memset(g_pub, 0, sizeof(g_pub));
 	g_stage_rw = NULL;
 	pool_begin(NULL);
-	g_signal = s21_signal;
+	g_signal = s22_signal;
 	run(seed, fns, 2);
 	g_signal = NULL;
 	for (int i = 0; i < 4; i++)
@@ -1959,13 +1998,13 @@ static void s21(unsigned long seed)
 
 START_TEST(test_lookup_in_signal_with_lock)
 {
-	each_seed("s21", s21, 120, 1);
+	each_seed("s22", s22, 120, 1);
 }
 END_TEST
 
-/* 22. A lookup racing a free from another thread: the program as it was
+/* 23. A lookup racing a free from another thread: the program as it was
  * (exact exec and size), or -ENOENT; never another answer. */
-static void s22_owner(int id)
+static void s23_owner(int id)
 {
 	(void)id;
 	g_pub[0] = jit(64 * 36, 1);
@@ -1973,13 +2012,13 @@ static void s22_owner(int id)
 	g_pub[2] = jit(64, 1);
 }
 
-static void s22_freer(int id)
+static void s23_freer(int id)
 {
 	for (int i = 0; i < 3; i++)
 		g_rc[id][i] = do_free(await(i));
 }
 
-static void s22_looker(int id)
+static void s23_looker(int id)
 {
 	static const size_t size[3] = { 64 * 36, 128, 64 };
 
@@ -1998,9 +2037,9 @@ static void s22_looker(int id)
 	}
 }
 
-static void s22(unsigned long seed)
+static void s23(unsigned long seed)
 {
-	void (*fns[])(int) = { s22_owner, s22_freer, s22_looker };
+	void (*fns[])(int) = { s23_owner, s23_freer, s23_looker };
 
 	memset(g_pub, 0, sizeof(g_pub));
 	pool_begin(NULL);
@@ -2013,16 +2052,16 @@ static void s22(unsigned long seed)
 
 START_TEST(test_lookup_vs_free)
 {
-	each_seed("s22", s22, 100, 1);
+	each_seed("s23", s23, 100, 1);
 }
 END_TEST
 
-/* 23. A lookup racing the destroy of its pool: hit (that pool, that
+/* 24. A lookup racing the destroy of its pool: hit (that pool, that
  * program) or miss; the heap and packs it holds are freed only after it
  * left (grace.h: under AddressSanitizer a read of them would be seen). */
 static struct ep_pool *g_doomed;
 
-static void s23_owner(int id)
+static void s24_owner(int id)
 {
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
 	struct ep_pool *p;
@@ -2040,7 +2079,7 @@ static void s23_owner(int id)
 	ep_pool_destroy(p);
 }
 
-static void s23_looker(int id)
+static void s24_looker(int id)
 {
 	unsigned char *x = await(0);
 
@@ -2057,9 +2096,9 @@ static void s23_looker(int id)
 	}
 }
 
-static void s23(unsigned long seed)
+static void s24(unsigned long seed)
 {
-	void (*fns[])(int) = { s23_owner, s23_looker };
+	void (*fns[])(int) = { s24_owner, s24_looker };
 
 	memset(g_pub, 0, sizeof(g_pub));
 	pool_begin(NULL);
@@ -2072,7 +2111,7 @@ static void s23(unsigned long seed)
 
 START_TEST(test_lookup_vs_destroy)
 {
-	each_seed("s23", s23, 90, 1);
+	each_seed("s24", s24, 90, 1);
 }
 END_TEST
 
@@ -2108,6 +2147,7 @@ int main(void)
 	tcase_add_test(tc, test_add_trim_vs_free);
 	tcase_add_test(tc, test_small_chunks_shrink_finalize_vs_free);
 	tcase_add_test(tc, test_code_range);
+	tcase_add_test(tc, test_code_range_shared);
 	tcase_add_test(tc, test_patch_vs_free);
 	tcase_add_test(tc, test_patch_vs_write_shrink_name);
 	tcase_add_test(tc, test_raw_child_first_call_vs_exit_walk);

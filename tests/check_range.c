@@ -3,12 +3,14 @@
  * check_range.c - ep_config.code_range: every pack and large allocation of
  * a pool, of all its threads, inside one reservation; a full range is
  * -ENOMEM and never a far mapping; freed space stays reserved and is
- * reused; with near; after fork(); JIT code calling another allocation
+ * reused; threads sharing a range of fewer packs than they are; with
+ * near; after fork(); JIT code calling another allocation
  * with rel32; the errors; an older, shorter config.
  */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -260,6 +262,187 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/*
+ * A range holds fewer packs than there are threads: the threads share
+ * them.  Each of 16 threads JITs 64-byte programs until the range is full
+ * (each takes one first, then all go on together), calling each; together
+ * they get nearly every byte of it, though only two heaps can have a pack.
+ */
+#define SHARERS 16
+#define SMALL 64
+#define SHARE_RANGE ((size_t)4 << 20) /* two default packs */
+
+struct sharer {
+	struct ep_pool *p;
+	pthread_barrier_t *started;
+	uint32_t id;
+	void **execs;
+	size_t n, cap;
+	int rc, bad;
+};
+
+static void *share(void *arg)
+{
+	struct sharer *w = arg;
+	void *x;
+
+	x = jit_ret(w->p, SMALL, w->id << 20, &w->rc);
+	pthread_barrier_wait(w->started);
+	while (x) {
+		/* each program runs as soon as it is made */
+		if (tu_as_fn(x)() != (int)(w->id << 20 | (uint32_t)w->n))
+			w->bad++;
+		w->execs[w->n++] = x;
+		if (w->n == w->cap)
+			break;
+		x = jit_ret(w->p, SMALL, w->id << 20 | (uint32_t)w->n, &w->rc);
+	}
+	return NULL;
+}
+
+/* 16 threads until -ENOMEM; the bytes they got in all. */
+static size_t share_range(struct ep_pool *p, struct sharer *w)
+{
+	pthread_barrier_t started;
+	pthread_t t[SHARERS];
+	size_t total = 0;
+
+	ck_assert_int_eq(pthread_barrier_init(&started, NULL, SHARERS), 0);
+	for (uint32_t i = 0; i < SHARERS; i++) {
+		w[i].p = p;
+		w[i].started = &started;
+		w[i].id = i + 1;
+		w[i].n = 0;
+		w[i].rc = 0;
+		ck_assert_int_eq(pthread_create(&t[i], NULL, share, &w[i]), 0);
+	}
+	for (int i = 0; i < SHARERS; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		ck_assert_msg(w[i].rc == -ENOMEM, "thread %d stopped on %s", i, ep_strerror(w[i].rc));
+		ck_assert_msg(w[i].n > 0, "thread %d got nothing", i);
+		ck_assert_int_eq(w[i].bad, 0);
+		total += w[i].n * SMALL;
+	}
+	pthread_barrier_destroy(&started);
+	return total;
+}
+
+START_TEST(test_threads_share)
+{
+	/* (quick, as under Valgrind: two packs of 64 KiB, the same shape) */
+	bool quick = getenv("EP_TEST_QUICK") != NULL;
+	size_t range = quick ? 2 * PACK : SHARE_RANGE;
+	struct ep_pool *p = range_pool(EP_BACKEND_MEMFD, quick ? PACK : 0, range, NULL);
+	struct sharer w[SHARERS];
+	struct span s = { 0, 0 };
+
+	memset(w, 0, sizeof(w));
+	for (int i = 0; i < SHARERS; i++) {
+		w[i].cap = range / SMALL + 1;
+		w[i].execs = calloc(w[i].cap, sizeof(void *));
+		ck_assert_ptr_nonnull(w[i].execs);
+	}
+	size_t total = share_range(p, w);
+
+	ck_assert_msg(total >= range / 10 * 9, "%zu bytes of %zu handed out", total, range);
+	/* all inside, all still there, and freed by a thread that made none
+	 * of them (the heaps' threads have exited, too) */
+	for (int i = 0; i < SHARERS; i++) {
+		for (size_t k = 0; k < w[i].n; k++) {
+			span_add(&s, w[i].execs[k], SMALL);
+			ck_assert_int_eq(tu_as_fn(w[i].execs[k])(), (int)((uint32_t)(i + 1) << 20 | k));
+			ck_assert_int_eq(ep_free(p, w[i].execs[k]), 0);
+		}
+	}
+	ck_assert_uint_le(s.hi - s.lo, range);
+	ck_assert_int_eq(ep_free(p, w[0].execs[0]), -EINVAL);
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.live_allocs, 0);
+	/* and the whole range again, with the heaps adopted */
+	total = share_range(p, w);
+	ck_assert_msg(total >= range / 10 * 9, "again: %zu bytes of %zu", total, range);
+	for (int i = 0; i < SHARERS; i++)
+		free(w[i].execs);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* Two threads hold a 64-byte program each, one pack each: a third's
+ * first ep_alloc() and ep_add() still find room. */
+struct holder {
+	struct ep_pool *p;
+	pthread_barrier_t *made, *done;
+	void *exec;
+	int rc;
+};
+
+static void *hold(void *arg)
+{
+	struct holder *h = arg;
+
+	h->exec = jit_ret(h->p, SMALL, 2, &h->rc);
+	pthread_barrier_wait(h->made);
+	pthread_barrier_wait(h->done);
+	return NULL;
+}
+
+static void *third(void *arg)
+{
+	struct holder *h = arg;
+	unsigned char code[SMALL];
+	void *added = NULL;
+
+	h->exec = jit_ret(h->p, SMALL, 3, &h->rc);
+	if (h->rc)
+		return NULL;
+	tu_fill_nops(code, sizeof(code));
+	tu_emit_ret_imm(code, 4);
+	h->rc = ep_add(h->p, code, sizeof(code), &added);
+	if (h->rc == 0 && (tu_as_fn(h->exec)() != 3 || tu_as_fn(added)() != 4))
+		h->rc = -EIO;
+	if (h->rc == 0)
+		h->rc = ep_free(h->p, added);
+	return NULL;
+}
+
+START_TEST(test_third_thread)
+{
+	struct ep_pool *p = range_pool(EP_BACKEND_MEMFD, 0, SHARE_RANGE, NULL);
+	pthread_barrier_t made, done;
+	struct holder second = { p, &made, &done, NULL, 0 }, last = { p, NULL, NULL, NULL, 0 };
+	pthread_t t2, t3;
+	int rc;
+	void *first = jit_ret(p, SMALL, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(pthread_barrier_init(&made, NULL, 2), 0);
+	ck_assert_int_eq(pthread_barrier_init(&done, NULL, 2), 0);
+	ck_assert_int_eq(pthread_create(&t2, NULL, hold, &second), 0);
+	pthread_barrier_wait(&made);
+	ck_assert_int_eq(second.rc, 0);
+	struct ep_stats st;
+
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.packs, 2); /* the range is full of packs */
+	ck_assert_int_eq(pthread_create(&t3, NULL, third, &last), 0);
+	ck_assert_int_eq(pthread_join(t3, NULL), 0);
+	pthread_barrier_wait(&done);
+	ck_assert_int_eq(pthread_join(t2, NULL), 0);
+	ck_assert_msg(last.rc == 0, "third thread: %s", ep_strerror(last.rc));
+	ck_assert_int_eq(tu_as_fn(first)(), 1);
+	ck_assert_int_eq(tu_as_fn(second.exec)(), 2);
+	ck_assert_int_eq(tu_as_fn(last.exec)(), 3);
+	ck_assert_int_eq(ep_free(p, last.exec), 0);
+	ck_assert_int_eq(ep_free(p, second.exec), 0);
+	ck_assert_int_eq(ep_free(p, first), 0);
+	pthread_barrier_destroy(&made);
+	pthread_barrier_destroy(&done);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_fork)
 {
 	size_t range = (size_t)8 << 20;
@@ -494,6 +677,8 @@ int main(void)
 	tcase_add_test(tc, test_full_range);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_threads_share);
+	tcase_add_test(tc, test_third_thread);
 	tcase_add_test(tc, test_fork);
 	tcase_add_test(tc, test_near);
 	tcase_add_test(tc, test_hugetlb);
