@@ -48,12 +48,14 @@
 #include <unistd.h>
 
 #include "code-range.h"
+#include "diag-symtab.h"
 #include "diag.h"
 #include "fork.h"
 #include "heap.h"
 #include "info.h"
 #include "lock.h"
 #include "meta.h"
+#include "pack-seq.h"
 #include "patch.h"
 #include "region.h"
 #include "registry.h"
@@ -255,6 +257,16 @@ void ep__fork_missed(void)
 	ep__lock_setup();
 	ep__diag_fork_reset();
 	lock_all(); /* (all free now: taken at once) */
+	/* counts a vanished writer left odd: its readers would wait or pass
+	 * over them for ever */
+	for (struct ep__heap *p = ep__heaps; p; p = p->gnext) {
+		for (struct ep__pack *k = p->head; k; k = k->next)
+			ep__pack_seq_reset(k);
+		for (struct ep__pack *k = p->spare_packs; k; k = k->next)
+			ep__pack_seq_reset(k);
+	}
+	ep__info_fork_reset();
+	ep__symtab_fork_reset();
 	/* made while another thread's fork() was under way: that pipe is
 	 * not this process's to hold */
 	close_pipe();

@@ -480,3 +480,42 @@ EP_API int ep_lookup(const void *addr, struct ep_info *out)
 		copy_name(out, name);
 	return 0;
 }
+
+/*
+ * A child made without fork()'s handlers, every lock held (fork.c): a slot
+ * whose writer vanished between its two stores of seq would be passed over
+ * for ever, and what it holds is half old, half new.  It is emptied, and
+ * its count made even; its allocation's next update writes it again.
+ */
+void ep__info_fork_reset(void)
+{
+	size_t high = ep__load_relaxed(&g_high);
+
+	for (size_t i = 0; i < high; i++) {
+		struct info_slot *s = slot_at(i);
+		unsigned long q = s ? ep__load_relaxed(&s->seq) : 0;
+
+		if (!(q & 1))
+			continue;
+		ep__store_relaxed(&s->e.hi, 0);
+		ep__store_relaxed(&s->e.lo, 0);
+		ep__store_relaxed(&s->e.exec, 0);
+		ep__store_relaxed(&s->e.plo, 0);
+		ep__store_relaxed(&s->e.prw, 0);
+		ep__store_relaxed(&s->e.plen, 0);
+		ep__store_relaxed(&s->e.name, 0);
+		ep__store_relaxed(&s->e.flags, 0);
+		ep__store_relaxed(&s->e.pool, NULL);
+		ep__store_release(&s->seq, q + 1);
+	}
+}
+
+#ifdef EP_TEST_HOOKS
+/* tests/check_fork_torn.c: a slot's count, to leave it odd at a fork. */
+unsigned long *ep__info_seq_for_test(size_t slot)
+{
+	struct info_slot *s = slot < ep__load_relaxed(&g_high) ? slot_at(slot) : NULL;
+
+	return s ? &s->seq : NULL;
+}
+#endif

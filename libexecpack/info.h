@@ -50,4 +50,11 @@ void ep__info_drop(struct ep__alloc *a);
  * leak scan (a lost allocation must be reported lost). */
 void ep__info_hide(void);
 
+/* In a child made without fork()'s handlers, every lock held (fork.c): a
+ * slot a vanished writer left odd is emptied and made even. */
+void ep__info_fork_reset(void);
+#ifdef EP_TEST_HOOKS
+unsigned long *ep__info_seq_for_test(size_t slot);
+#endif
+
 #endif /* EP_INFO_H */
