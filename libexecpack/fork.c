@@ -136,7 +136,7 @@ static void atfork_prepare(void)
 	/* (a socket: the child's send() to a parent that stopped waiting
 	 * must not raise SIGPIPE) */
 	if (ep__heaps && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, g_fork_pipe))
-		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent does not wait) */
+		g_fork_pipe[0] = g_fork_pipe[1] = -1; /* (then the parent copies itself) */
 	g_fork_tid = (pid_t)syscall(SYS_gettid);
 }
 
@@ -323,6 +323,8 @@ static void atfork_parent(void)
 		if (!wait_child(g_fork_pipe[0], g_fork_tid))
 			parent_let_go();
 		close_pipe();
+	} else if (ep__heaps) {
+		parent_let_go(); /* (no socket: the child cannot say when it is done) */
 	}
 	atfork_unlock();
 }
