@@ -245,3 +245,37 @@ void ep__symtab_hide(void)
 		ep__diag_hide_word(&s->lo, 2 * sizeof(uintptr_t));
 	}
 }
+
+/*
+ * A child made without fork()'s handlers, diag's lock held (fork.c): a
+ * slot whose writer vanished between its two stores of seq would be
+ * skipped for ever, half old, half new.  It is emptied and its count made
+ * even; its owner's next ep__symtab_set() or ep__symtab_put() writes it.
+ */
+void ep__symtab_fork_reset(void)
+{
+	size_t high = ep__load_relaxed(&g_high);
+
+	for (size_t i = 0; i < high; i++) {
+		struct sym_slot *s = slot_at(i);
+		unsigned long q = s ? ep__load_relaxed(&s->seq) : 0;
+
+		if (!(q & 1))
+			continue;
+		ep__store_relaxed(&s->hi, 0);
+		ep__store_relaxed(&s->lo, 0);
+		for (size_t j = 0; j < NAME_WORDS; j++)
+			ep__store_relaxed(&s->name[j], 0);
+		ep__store_release(&s->seq, q + 1);
+	}
+}
+
+#ifdef EP_TEST_HOOKS
+/* tests/check_fork_torn.c: a slot's count, to leave it odd at a fork. */
+_Atomic unsigned long *ep__symtab_seq_for_test(size_t slot)
+{
+	struct sym_slot *s = slot < ep__load_relaxed(&g_high) ? slot_at(slot) : NULL;
+
+	return s ? &s->seq : NULL;
+}
+#endif

@@ -24,4 +24,11 @@ int ep__symtab_read(size_t slot, uintptr_t addr, char *name);
 /* Under Valgrind, at exit: the ranges are no pointers to the leak scan. */
 void ep__symtab_hide(void);
 
+/* In a child made without fork()'s handlers, diag's lock held: a slot a
+ * vanished writer left odd is emptied and made even. */
+void ep__symtab_fork_reset(void);
+#ifdef EP_TEST_HOOKS
+_Atomic unsigned long *ep__symtab_seq_for_test(size_t slot);
+#endif
+
 #endif /* EP_DIAG_SYMTAB_H */

@@ -612,3 +612,41 @@ int ep__info_lookup_buffer(const void *addr, struct ep_info *out)
 		copy_name(out, name);
 	return 0;
 }
+
+/*
+ * A child made without fork()'s handlers, every lock held (fork.c): a
+ * writer that vanished left its slot's count odd (readers read copy 1,
+ * whole) or copy 1 half written (count even: readers read copy 0).  The
+ * next write in the child would start from that state, so both copies
+ * become the one readers read, and the count even.
+ */
+void ep__info_fork_reset(void)
+{
+	size_t high = ep__load_relaxed(&g_high);
+
+	for (size_t i = 0; i < high; i++) {
+		struct info_slot *s = slot_at(i);
+
+		if (!s)
+			continue;
+		/* the copy readers read is whole (the latch): both become it,
+		 * and the count even, as every write leaves them */
+		unsigned long q = ep__load_relaxed(&s->seq);
+		struct ep__info_entry e;
+
+		slot_read(s, &e);
+		copy_write(&s->e[(q & 1) ^ 1], &e);
+		if (q & 1)
+			ep__store_release(&s->seq, q + 1);
+	}
+}
+
+#ifdef EP_TEST_HOOKS
+/* tests/check_fork_torn.c: a slot's count, to leave it odd at a fork. */
+unsigned long *ep__info_seq_for_test(size_t slot)
+{
+	struct info_slot *s = slot < ep__load_relaxed(&g_high) ? slot_at(slot) : NULL;
+
+	return s ? &s->seq : NULL;
+}
+#endif

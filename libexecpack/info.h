@@ -55,4 +55,11 @@ int ep__info_lookup_buffer(const void *addr, struct ep_info *out);
  * leak scan (a lost allocation must be reported lost). */
 void ep__info_hide(void);
 
+/* In a child made without fork()'s handlers, every lock held (fork.c): a
+ * slot a vanished writer left mid-write is made whole and even. */
+void ep__info_fork_reset(void);
+#ifdef EP_TEST_HOOKS
+unsigned long *ep__info_seq_for_test(size_t slot);
+#endif
+
 #endif /* EP_INFO_H */

@@ -81,6 +81,23 @@ static inline bool ep__pack_read_ok(const struct ep__pack *p, unsigned s)
 }
 
 /*
+ * In a child made without fork()'s handlers, every lock of the library
+ * held (fork.c): a count that a vanished owner left odd is made even, or
+ * every reader would wait for it for ever.  Its maps stay as that owner
+ * left them (libexecpack(7): what was under way).
+ */
+static inline void ep__pack_seq_reset(struct ep__pack *p)
+{
+	unsigned s = ep__load_relaxed(&p->seq);
+
+	if (!(s & 1))
+		return;
+	ep__store_release(&p->seq, s + 1);
+	if (ep__load_seq_cst(&p->seq_sleepers))
+		ep__futex_wake_cold(&p->seq);
+}
+
+/*
  * Without the lock, between ep__pack_read_begin() and ep__pack_read_ok():
  * the end (chunk) of the allocation at chunk pos of the first nchunks, as
  * ep__alloc_end() (lookup.c) finds it with the lock.  One pass over both
