@@ -1897,8 +1897,8 @@ static void s21_owner(int id)
 
 static void s21_patcher(int id)
 {
-	g_rc[id][0] = patch_fill(await(0), 128, 16, 0x22);
-	g_rc[id][1] = patch_fill(await(1), 0, 8, 0x22);
+	g_rc[id][0] = patch_fill(await(0), 128, 16, 0x22, 0);
+	g_rc[id][1] = patch_fill(await(1), 0, 8, 0x22, 0);
 }
 
 static void s21_looker(int id)
@@ -1970,7 +1970,7 @@ static void s22_owner(int id)
 	uint32_t v = 9;
 
 	g_rc[id][0] = ep_write(g_pool, g_pub[1] + 8, &v, sizeof(v));
-	g_rc[id][1] = patch_fill(g_pub[1], 0, 8, 0x22);
+	g_rc[id][1] = patch_fill(g_pub[1], 0, 8, 0x22, 0);
 	g_rc[id][2] = do_free(g_pub[0]);
 	g_rc[id][3] = do_free(img.exec);
 }

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """execpack._patch: patch windows on published code (ep_patch_begin(3))
-and ep_lookup(3) (the user's documentation is the package's)."""
+and ep_lookup_rw(3) (the user's documentation is the package's)."""
 
 import ctypes
 import errno
@@ -51,8 +51,9 @@ def _lib() -> ctypes.CDLL:
         for name in ("ep_patch_commit", "ep_patch_abort"):
             getattr(lib, name).restype = ctypes.c_int
             getattr(lib, name).argtypes = [P, P]
-        lib.ep_lookup.restype = ctypes.c_int
-        lib.ep_lookup.argtypes = [P, ctypes.POINTER(_Info)]
+        for name in ("ep_lookup", "ep_lookup_rw"):
+            getattr(lib, name).restype = ctypes.c_int
+            getattr(lib, name).argtypes = [P, ctypes.POINTER(_Info)]
         _protos_set = True
     return lib
 
@@ -75,16 +76,18 @@ class Info(NamedTuple):
 
 
 def lookup(address: Union[int, Any]) -> Optional[Info]:
-    """ep_lookup(): the live allocation of any pool that holds address (an
-    int, or a JitFunction: its address), or None when none does."""
+    """ep_lookup_rw(): the live allocation of any pool that holds address
+    (an int, or a JitFunction: its address), code or buffer (a staging
+    buffer, a window's), or None when none does.  (From a signal handler,
+    the C call ep_lookup() is the one that is async-signal-safe.)"""
     if hasattr(address, "address"):
         address = address.address
     addr = _unsigned(address, _UINTPTR_MAX, "a pointer", "address")
     out = _Info()
-    rc: int = _lib().ep_lookup(addr, ctypes.byref(out))
+    rc: int = _lib().ep_lookup_rw(addr, ctypes.byref(out))
     if rc == -errno.ENOENT:
         return None
-    _check(rc, "ep_lookup")
+    _check(rc, "ep_lookup_rw")
     return Info(int(out.pool or 0), int(out.exec or 0), int(out.size), int(out.rw or 0),
                 int(out.patch_exec or 0), int(out.patch_rw or 0), int(out.patch_len),
                 int(out.flags), out.name.decode(errors="replace"))

@@ -357,13 +357,22 @@ struct ep_info {
 };
 
 /*
- * The live allocation holding addr: an executable address in it, or an
- * address in its staging buffer or open patch window.  Any pool.  0,
- * -ENOENT (in no live allocation), -EINVAL (out NULL).  Async-signal-safe
- * and lock-free for executable addresses (ep_lookup(3) says which fields
- * such a call fills).
+ * The live allocation holding the executable address addr, in any pool.
+ * 0, -ENOENT (in no live allocation: any other address, hit or miss, is
+ * answered so), -EINVAL (out NULL).  Lock-free and async-signal-safe for
+ * every address, in any thread state: a crash handler's or profiler's
+ * call; safe beside ep_pool_destroy() of any pool (ep_lookup(3) says
+ * which fields it fills: rw stays NULL).
  */
 EP_API int ep_lookup(const void *addr, struct ep_info *out);
+
+/*
+ * As ep_lookup(), and also for an address in an allocation's staging
+ * buffer (before ep_finalize()), its open patch window's buffer or its
+ * kept staging: the allocation whose buffer holds addr (rw set for a
+ * staging buffer).  Takes the heaps' locks: not async-signal-safe.
+ */
+EP_API int ep_lookup_rw(const void *addr, struct ep_info *out);
 
 /* Text for a negative errno returned by this library; never NULL. */
 EP_API const char *ep_strerror(int err);

@@ -190,6 +190,7 @@ extern "C" {
     pub fn ep_patch_commit(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
     pub fn ep_patch_abort(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
     pub fn ep_lookup(addr: *const c_void, out: *mut ep_info) -> c_int;
+    pub fn ep_lookup_rw(addr: *const c_void, out: *mut ep_info) -> c_int;
 
     pub fn ep_strerror(err: c_int) -> *const c_char;
     pub fn ep_version() -> *const c_char;

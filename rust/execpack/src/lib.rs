@@ -165,15 +165,16 @@ impl Info {
     }
 }
 
-/// `ep_lookup`: the live allocation holding `addr` (any executable byte of
-/// it, of any pool, or a byte of its staging buffer or patch window); None
-/// when no live allocation holds it.  The library's call is lock-free and
-/// async-signal-safe for executable addresses; this wrapper allocates (the
-/// name), so a signal handler calls `sys::ep_lookup` instead.
+/// `ep_lookup_rw`: the live allocation holding `addr` (any executable byte
+/// of it, of any pool, or a byte of its staging buffer or patch window);
+/// None when no live allocation holds it.  This wrapper takes locks for a
+/// staging buffer and allocates (the name): a signal handler calls
+/// `sys::ep_lookup`, lock-free and async-signal-safe for every address,
+/// instead.
 pub fn lookup(addr: usize) -> Option<Info> {
     let mut i = std::mem::MaybeUninit::<sys::ep_info>::uninit();
     // SAFETY: out points to writable memory of the right type
-    if unsafe { sys::ep_lookup(addr as *const c_void, i.as_mut_ptr()) } != 0 {
+    if unsafe { sys::ep_lookup_rw(addr as *const c_void, i.as_mut_ptr()) } != 0 {
         return None;
     }
     // SAFETY: written on success
