@@ -152,8 +152,12 @@ static int open_range(struct ep__heap *heap, const struct ep_config *cfg, size_t
 	struct ep__crange *cr;
 
 	if (size < pack || size > SIZE_MAX - page) {
-		snprintf(why, sizeof(why), "code range: %zu bytes, less than one pack (%zu)", size,
-			 pack);
+		if (size < pack)
+			snprintf(why, sizeof(why), "code range: %zu bytes, less than one pack (%zu)",
+				 size, pack);
+		else
+			snprintf(why, sizeof(why),
+				 "code range: %zu bytes, more than the address space holds", size);
 		add_reason(heap, why);
 		return -EINVAL;
 	}

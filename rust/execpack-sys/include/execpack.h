@@ -144,7 +144,7 @@ struct ep_image {
 
 struct ep_stats {
 	size_t packs;        /* packs mapped, the empty ones kept included */
-	size_t pack_bytes;   /* their total size */
+	size_t pack_bytes;   /* their committed bytes (grown as used: ep_pool_stats(3)) */
 	size_t used_bytes;   /* chunks in use in packs, in bytes (any chunk_size) */
 	size_t live_allocs;  /* live allocations, packed and large */
 	size_t large_allocs; /* allocations bigger than a pack (own mapping) */
@@ -195,13 +195,16 @@ EP_API int ep_shrink(struct ep_pool *pool, void *exec, size_t size);
  * Copy len bytes of finished, position-independent (or already linked
  * against nothing) code into the pool and make it executable: alloc +
  * copy + finalize in one call, with no staging buffer.  *exec gets the
- * address (EP_STAGE_ALIGN-aligned).  See ep_add(3).
+ * address, aligned to the pool's chunk size (64 bytes, EP_STAGE_ALIGN; 16
+ * or 32 with ep_config.chunk_size) and len is rounded up to whole chunks.
+ * See ep_add(3).
  */
 EP_API int ep_add(struct ep_pool *pool, const void *code, size_t len, void **exec);
 
 /*
  * ep_shrink(exec, size) then ep_finalize(exec) in one call: copies only
- * size bytes, gives back the whole chunks past them.
+ * size bytes, gives back the whole chunks past them (of the pool's chunk
+ * size: 64, or 16 or 32 with ep_config.chunk_size).
  */
 EP_API int ep_finalize_size(struct ep_pool *pool, void *exec, size_t size);
 
