@@ -65,6 +65,9 @@
 struct info_slot {
 	unsigned long seq;
 	struct ep__info_entry e[2]; /* e[].hi == 0: empty (every field an atomic word) */
+	/* its place in the index below (writers only: the heap lock) */
+	uintptr_t ikey; /* the key it is indexed under */
+	size_t bucket;  /* + 1; 0: not in the index */
 };
 
 static struct info_slot *_Atomic g_seg[NSEG]; /* each set once */
@@ -73,14 +76,25 @@ pthread_mutex_t ep__info_lock = PTHREAD_MUTEX_INITIALIZER; /* g_free, g_high's g
 static size_t *g_free, g_nfree, g_capfree;
 
 /*
- * Where a reader looks first: the slot of the entry last written for a
- * key, + 1 (0: none), in one table for allocations' first bytes and one
- * for patch buffers.  A hint is a guess that the reader checks against the
- * slot it names (another key may have taken its place since, or the entry
- * changed); a miss falls back to the scan of every slot.
+ * Two tables of slot + 1 (0: none), set once, of HINTS words each.
+ *
+ * The first is an index of the entries by their first byte (lo): each
+ * entry's slot is in one of the PROBE buckets from hint_of(lo), put there
+ * with a compare-and-swap by its writer after the entry, taken out at its
+ * drop.  A reader that looks at all PROBE buckets finds every indexed
+ * entry, so a key found in none has no entry at all, unless some entry
+ * found no free bucket (g_unindexed counts those): then the reader scans
+ * every slot.  So an allocation with no entry (staged, unnamed) costs a
+ * few loads, not a scan.
+ *
+ * The second holds hints for patch buffers (ep_lookup_rw()): the slot of
+ * the entry last written for a buffer's first byte, a guess the reader
+ * checks, a miss falling back to the scan.
  */
 #define HINTS ((size_t)1 << 16)
+#define PROBE 8
 static uint32_t *g_hints; /* atomic; 2 * HINTS, set once (ep__info_lock) */
+static _Atomic unsigned long g_unindexed; /* live entries in no bucket */
 
 static size_t hint_of(uintptr_t key)
 {
@@ -189,13 +203,51 @@ static void slot_write(struct info_slot *s, const struct ep__info_entry *e)
 	copy_write(&s->e[1], e);
 }
 
+/* Slot s (its number + 1: v) out of the index. */
+static void index_take(struct info_slot *s, uint32_t v)
+{
+	if (s->bucket) {
+		uint32_t have = v;
+
+		EP_YIELD("info index take");
+		ep__cas_relaxed(&g_hints[s->bucket - 1], &have, 0);
+		s->bucket = 0;
+	} else if (s->ikey) {
+		ep__sub_release(&g_unindexed, 1);
+	}
+	s->ikey = 0;
+}
+
+/* Slot s (v), just written with first byte key, into the index. */
+static void index_put(struct info_slot *s, uint32_t v, uintptr_t key)
+{
+	if (s->ikey == key)
+		return; /* (there already, or counted in g_unindexed) */
+	index_take(s, v);
+	s->ikey = key;
+	size_t h = hint_of(key);
+
+	for (size_t j = 0; j < PROBE; j++) {
+		size_t b = (h + j) & (HINTS - 1);
+		uint32_t zero = 0;
+
+		EP_YIELD("info index put");
+		if (ep__cas_acq_rel(&g_hints[b], &zero, v)) {
+			s->bucket = b + 1;
+			return;
+		}
+	}
+	ep__add_release(&g_unindexed, 1); /* (readers scan while any is) */
+}
+
 int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
 {
 	const struct ep__patch *w = a->patch;
 
-	/* (a pack allocation staged, or finalized with no record: its state
-	 * byte says all there is) */
-	if (a->pack && !w && (a->staging || a->norec)) {
+	/* (a pack allocation staged and unnamed, or finalized with no record:
+	 * its state byte says all there is; a named one has an entry, so that
+	 * REC with none is unnamed and a lookup never searches the names) */
+	if (a->pack && !w && ((a->staging && !a->diag) || a->norec)) {
 		ep__info_drop(a);
 		return 0;
 	}
@@ -222,8 +274,10 @@ int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
 		e.prw = (uintptr_t)w->win_rw;
 		e.plen = w->win_len;
 	}
-	slot_write(slot_at(a->info - 1), &e);
-	ep__store_relaxed(&g_hints[hint_of(e.lo)], (uint32_t)a->info);
+	struct info_slot *s = slot_at(a->info - 1);
+
+	slot_write(s, &e);
+	index_put(s, (uint32_t)a->info, e.lo);
 	if (e.plen)
 		ep__store_relaxed(&g_hints[HINTS + hint_of(e.prw)], (uint32_t)a->info);
 	return 0;
@@ -233,7 +287,10 @@ void ep__info_drop(struct ep__alloc *a)
 {
 	if (!a->info)
 		return;
-	slot_write(slot_at(a->info - 1), NULL);
+	struct info_slot *s = slot_at(a->info - 1);
+
+	slot_write(s, NULL);
+	index_take(s, (uint32_t)a->info);
 	ep__mutex_lock(&ep__info_lock);
 	g_free[g_nfree++] = a->info - 1; /* (room was made at the claim) */
 	ep__mutex_unlock(&ep__info_lock);
@@ -304,12 +361,24 @@ static bool entry_find(uintptr_t addr, enum find_by by, uintptr_t key, struct ep
 	const uint32_t *hints = ep__load_acquire(&g_hints);
 
 	EP_YIELD("info find");
-	if (key && hints) {
-		size_t i = ep__load_relaxed(&hints[(by_rw ? HINTS : 0) + hint_of(key)]);
+	if (key && hints && !by_rw) {
+		/* the index: every bucket the key may be in */
+		size_t h = hint_of(key);
+
+		for (size_t j = 0; j < PROBE; j++) {
+			size_t i = ep__load_acquire(&hints[(h + j) & (HINTS - 1)]);
+			const struct info_slot *s = i && i <= high ? slot_at(i - 1) : NULL;
+
+			if (s && slot_read(s, e) && e->hi && e->lo == key)
+				return true;
+		}
+		if (!ep__load_acquire(&g_unindexed))
+			return false;
+	} else if (key && hints) {
+		size_t i = ep__load_relaxed(&hints[HINTS + hint_of(key)]);
 		const struct info_slot *s = i && i <= high ? slot_at(i - 1) : NULL;
 
-		if (s && slot_read(s, e) && e->hi &&
-		    (by_rw ? e->plen && addr - e->prw < e->plen : e->lo == key))
+		if (s && slot_read(s, e) && e->hi && e->plen && addr - e->prw < e->plen)
 			return true;
 	}
 	for (size_t i = 0; i < high; i++) {
@@ -508,12 +577,8 @@ static int lookup_once(uintptr_t addr, struct ep_info *out)
 		named = ep__symtab_read(e.name - 1, e.exec, name);
 		nlo = e.exec;
 	}
-	if (!named && (!have || e.name))
-		named = ep__symtab_find(have ? e.exec : addr, &nlo, name);
-	size_t first = p ? (size_t)p->cmask + 1 : EP_CHUNK_SIZE; /* (a pack's chunk) */
-
-	for (uintptr_t x = lo; !named && !have && x < lo + first && x < hi; x += 16)
-		named = x != addr && ep__symtab_find(x, &nlo, name);
+	if (!named && have && e.name) /* (its slot reused meanwhile) */
+		named = ep__symtab_find(e.exec, &nlo, name);
 	if (named && nlo >= lo && nlo < hi) {
 		copy_name(out, name);
 		out->exec = (void *)nlo;

@@ -178,8 +178,8 @@ enum ep__st ep__rec_settle(struct ep__heap *h, struct ep__alloc *a)
 	if (!a->pack || a->staging || a->diag || a->offset || a->patch) {
 		/* info.c: finalized code with a record, for ep_lookup() (no
 		 * entry without memory: it is then reported not finalized) */
-		if (a->info || (a->pack && !a->staging))
-			(void)ep__info_update(h, a); /* (a large one staged: its name) */
+		if (a->info || !a->staging || a->diag)
+			(void)ep__info_update(h, a); /* (a staged one: its name) */
 		return EP__ST_REC;
 	}
 	if (a->info)

@@ -9,7 +9,11 @@
  *   - a window on those 4 bytes: ep_patch_begin() + store + commit;
  *   - a window on a whole 256-byte program with two words changed (a JIT
  *     re-running its emitter over published code);
- *   - ep_lookup() of a byte of a plain (unnamed) program and of a named one.
+ *   - ep_lookup() of a byte of a plain (unnamed) program and of a named one;
+ *   - beside 20,000 staged allocations in a second pool (what a profiler
+ *     or crash handler meets in a JIT that compiles a lot): ep_lookup() of
+ *     a staged program's code, and misses: an address in libc, in a free
+ *     chunk, in a staging buffer (a miss is promised to cost a hit's order).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +89,38 @@ static void op_lookup_named(size_t i)
 	ep_lookup(g_code[i | 1] + 100, &in);
 }
 
+static unsigned char **g_staged_exec, **g_staged_rw;
+static size_t g_nstaged;
+static unsigned char *g_free_chunk;
+
+static void op_lookup_staged(size_t i)
+{
+	struct ep_info in;
+
+	ep_lookup(g_staged_exec[i % g_nstaged] + 10, &in);
+}
+
+static void op_miss_libc(size_t i)
+{
+	struct ep_info in;
+
+	ep_lookup((const char *)(uintptr_t)&printf + (i & 63), &in);
+}
+
+static void op_miss_free_chunk(size_t i)
+{
+	struct ep_info in;
+
+	ep_lookup(g_free_chunk + (i & 4095), &in);
+}
+
+static void op_miss_staging(size_t i)
+{
+	struct ep_info in;
+
+	ep_lookup(g_staged_rw[i % g_nstaged] + 10, &in);
+}
+
 static double median_ns(void (*op)(size_t))
 {
 	double r[ROUNDS];
@@ -130,6 +166,33 @@ int main(int argc, char **argv)
 	printf("window on 256 bytes, 2 words change %8.0f\n", median_ns(op_window256));
 	printf("ep_lookup, plain program            %8.0f\n", median_ns(op_lookup_plain));
 	printf("ep_lookup, named program            %8.0f\n", median_ns(op_lookup_named));
+
+	struct ep_pool *staged;
+	struct ep_image img;
+
+	g_nstaged = 20000;
+	g_staged_exec = calloc(g_nstaged, sizeof(*g_staged_exec));
+	g_staged_rw = calloc(g_nstaged, sizeof(*g_staged_rw));
+	if (ep_pool_create(&cfg, &staged))
+		return 1;
+	for (size_t i = 0; i < g_nstaged; i++) {
+		if (ep_alloc(staged, 128, &img))
+			return 1;
+		g_staged_exec[i] = img.exec;
+		g_staged_rw[i] = img.rw;
+	}
+	/* a program, then the free chunks after it */
+	if (ep_alloc(staged, 64, &img) || ep_finalize(staged, img.exec))
+		return 1;
+	g_free_chunk = (unsigned char *)img.exec + 64 * 8;
+	printf("%zu staged allocations in a second pool:\n", g_nstaged);
+	printf("ep_lookup, a staged program's code  %8.0f\n", median_ns(op_lookup_staged));
+	printf("ep_lookup miss, libc                %8.0f\n", median_ns(op_miss_libc));
+	printf("ep_lookup miss, a free chunk        %8.0f\n", median_ns(op_miss_free_chunk));
+	printf("ep_lookup miss, a staging buffer    %8.0f\n", median_ns(op_miss_staging));
+	ep_pool_destroy(staged);
+	free(g_staged_exec);
+	free(g_staged_rw);
 	ep_pool_destroy(g_pool);
 	free(g_code);
 	return 0;
