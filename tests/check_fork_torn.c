@@ -15,6 +15,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -148,13 +149,13 @@ START_TEST(test_raw_child_after_torn_writes)
 	 * owner is parked: nobody else writes them meanwhile) */
 	ep__pack_write_begin(p);
 	__atomic_add_fetch(iseq, 1, __ATOMIC_RELEASE);
-	__atomic_add_fetch(nseq, 1, __ATOMIC_RELEASE);
+	atomic_fetch_add_explicit(nseq, 1, memory_order_release);
 
 	pid_t pid = fu_raw_fork();
 
 	if (pid == 0)
 		child(p, iseq, nseq);
-	__atomic_add_fetch(nseq, 1, __ATOMIC_RELEASE);
+	atomic_fetch_add_explicit(nseq, 1, memory_order_release);
 	__atomic_add_fetch(iseq, 1, __ATOMIC_RELEASE);
 	ep__pack_write_end(p);
 	ck_assert_int_ge(pid, 0);

@@ -159,7 +159,7 @@ static inline void ep_sljit_update_wx_flags(void *from, void *to, int enable_exe
 	void *wrw;
 	int tries, rc;
 
-	if (!from || ep_lookup(from, &info) < 0)
+	if (!from || ep_lookup_rw(from, &info) < 0)
 		return;
 	if (enable_exec && !(info.flags & EP_INFO_FINALIZED)) {
 		/*
