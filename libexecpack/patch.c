@@ -31,6 +31,7 @@
 #include "alloc-state.h"
 #include "heap.h"
 #include "info.h"
+#include "life.h"
 #include "lock.h"
 #include "lookup.h"
 #include "pack.h"
@@ -41,62 +42,16 @@
 /* The window's buffer: rw == exec (mod this), as staging buffers. */
 #define WIN_ALIGN 64
 
-/* The window's buffers (the kept staging buffer is not one of them). */
-static void window_buffers_free(struct ep__patch *w)
-{
-	free(w->own);
-	if (!w->own)
-		free(w->snap); /* (one block with own otherwise) */
-	w->own = w->snap = w->win_rw = NULL;
-	w->win = 0;
-	w->win_len = 0;
-}
-
 /* Close the window (nothing written); a->patch goes if nothing is kept. */
 static void window_close(struct ep__alloc *a)
 {
 	struct ep__patch *w = a->patch;
 
-	window_buffers_free(w);
+	ep__patch_buffers_free(w);
 	if (!w->kept) {
 		free(w);
 		a->patch = NULL;
 	}
-}
-
-int ep__patch_large(struct ep__heap *h, struct ep__alloc *a)
-{
-	return ep__info_update(h, a);
-}
-
-int ep__patch_finalizing(struct ep__heap *h, struct ep__alloc *a)
-{
-	if (!(h->flags & EP_F_KEEP_STAGING) || a->patch)
-		return 0;
-	a->patch = calloc(1, sizeof(*a->patch));
-	if (!a->patch)
-		return -ENOMEM;
-	int rc = ep__info_claim(a);
-
-	if (rc) {
-		free(a->patch);
-		a->patch = NULL;
-	}
-	return rc;
-}
-
-void ep__patch_finalized(struct ep__heap *h, struct ep__alloc *a)
-{
-	if (a->patch && (h->flags & EP_F_KEEP_STAGING)) {
-		a->patch->kept = a->staging;
-		a->patch->kept_class = a->stash_class;
-		ep__stage_trim(a->staging, a->reserved); /* (ep_finalize_size: the used length) */
-	} else {
-		ep__stage_put(h, a->staging, a->stash_class);
-	}
-	a->staging = NULL;
-	if (a->info)
-		(void)ep__info_update(h, a); /* (claimed: cannot fail) */
 }
 
 int ep__patch_shrink_check(const struct ep__alloc *a, size_t keep)
@@ -104,27 +59,6 @@ int ep__patch_shrink_check(const struct ep__alloc *a, size_t keep)
 	const struct ep__patch *w = a->patch;
 
 	return w && w->win && w->win + w->win_len > a->key + keep ? -EBUSY : 0;
-}
-
-void ep__patch_changed(struct ep__heap *h, struct ep__alloc *a)
-{
-	if (a->info)
-		(void)ep__info_update(h, a);
-}
-
-void ep__patch_forget(struct ep__heap *h, struct ep__alloc *a)
-{
-	struct ep__patch *w = a->patch;
-
-	ep__info_drop(a);
-	if (!w)
-		return;
-	a->patch = NULL;
-	/* an open window ends with its code, as ep_free(3) says: nothing of it
-	 * outlives the allocation (its rw is the caller's no more) */
-	window_buffers_free(w);
-	ep__stage_put(h, w->kept, w->kept_class);
-	free(w);
 }
 
 /* Open the window on [x, x+len) of a (entered, finalized, with a record). */

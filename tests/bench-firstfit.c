@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "bench-firstfit.h"
-#include "../libexecpack/bitmap.c"
+#include "../libexecpack/core/bitmap.c"
 
 int bench_ff_init(struct bench_ff *f, size_t size)
 {

@@ -5,7 +5,7 @@
  * written into a private buffer of traps, copied through the RW view, a
  * freed slot refilled with traps) with first fit over a chunk bitmap in
  * place of the free lists.  The bitmap and its summary are the library's
- * own code (libexecpack/bitmap.c, compiled in bench-firstfit.c under other
+ * own code (libexecpack/core/bitmap.c, compiled in bench-firstfit.c under other
  * names), over one sparse memfd mapped RW and RX: no packs to choose
  * between, no lock, no lookup from an address beyond a subtraction, no
  * state, no records, no counts.  What first fit costs by itself.
@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#include "../libexecpack/bitmap.h"
+#include "../libexecpack/core/bitmap.h"
 
 #define BENCH_FF_CHUNK 64
 #define BENCH_FF_MAX 2048

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * check_jitdump.c - perf's jitdump file (libexecpack/jitdump.c): the file
+ * check_jitdump.c - perf's jitdump file (libexecpack/diag/jitdump.c): the file
  * a pool with EP_F_JITDUMP writes is parsed here as perf parses it, and its
  * header, records, names and code bytes checked against the allocations;
  * the executable, read-only mapping perf finds it by; EXECPACK_JITDUMP=1;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * check_lock.c - the heap lock (libexecpack/lock.h) on its own: threads
+ * check_lock.c - the heap lock (libexecpack/threads/lock.h) on its own: threads
  * count under it, each increment a read, a delay and a write, so that two
  * holders at once would lose increments, and each holder marks itself in,
  * checks that nobody else is, and out: the owner on the bias's fast path,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * check_route.c - the address-to-heap table (libexecpack/route.c) on its
+ * check_route.c - the address-to-heap table (libexecpack/index/route.c) on its
  * own: ranges set, read back and cleared page by page, the edges of a
  * range, addresses past what the table covers, and two threads making
  * nodes in the same 16 MiB at once while a third reads.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # jitdump-perf.sh - perf annotate on JIT code through the jitdump file
-# (libexecpack/jitdump.c): tests/jitdump-prog runs a JIT loop named
+# (libexecpack/diag/jitdump.c): tests/jitdump-prog runs a JIT loop named
 # ep_jd_hot_loop under `perf record -k 1 -e cpu-clock` (the software clock:
 # no hardware counters needed), `perf inject --jit` turns jit-<pid>.dump
 # into ELF files, and `perf annotate` must show the loop's instructions

@@ -6,22 +6,27 @@
 #   - every HAVE_* macro that configure.ac's AC_CHECK_HEADERS and
 #     AC_CHECK_FUNCS define is tested somewhere in the sources: a check
 #     whose answer nobody reads only slows configure down and misleads;
-#   - every non-static ep__ function that libexecpack/*.c defines is used by
+#   - every non-static ep__ function that libexecpack/'s .c files (in its
+#     layer folders, kmod/ aside) define is used by
 #     the library itself (a call, or a reference, in a function body or a
 #     macro): code only tests call belongs to the tests;
 #   - in a git checkout, no file that ./bootstrap generates is tracked
 #     (build-aux/ltmain.sh was, through a .gitignore rule that re-included
 #     it);
-#   - README's layout names every libexecpack/*.c, and doc/design.md's
-#     "Where things are" table every libexecpack/*.c and *.h;
+#   - README's layout names every .c of the library, and doc/design.md's
+#     "Where things are" table every .c and .h;
 #   - every source file (C, C++, shell, Python, automake) has an SPDX
 #     licence line at its top.
 #   - no include cycle among libexecpack/'s files: a header that ends up
 #     including itself compiles only by the order of its guards;
-#   - no call cycle among libexecpack/*.c: a.c calls b.c when it calls a
-#     function that b.c defines (non-static), directly or through a static
-#     inline function or a macro of a header; no file calls up into one that calls it,
-#     directly or through others (doc/design.md, "Where things are").
+#   - no call cycle among the library's files: x.c and its header x.h are
+#     one file here; a file calls b.c when it calls a function that b.c
+#     defines (non-static) or a static inline function or function-like
+#     macro of b.h, in a function body or in its own header's inlines and
+#     macros (a header without a .c is a file of its own); no file calls
+#     up into one that calls it, directly or through others, so that a
+#     circle closing through a header's inline is found too (doc/design.md,
+#     "Where things are").
 # Environment: top_srcdir (make check).
 set -u
 
@@ -33,7 +38,10 @@ fail() {
 }
 
 [ -r "$srcdir/configure.ac" ] || { echo "ERROR: no configure.ac in $srcdir"; exit 99; }
-sources=$(cd "$srcdir" && ls libexecpack/*.c libexecpack/*.h include/*.h tests/*.c tests/*.h \
+# The library's files, in its folders (one per layer); kmod/ is the kernel's.
+lib_c=$(cd "$srcdir" && find libexecpack -path libexecpack/kmod -prune -o -name '*.c' -print | sort)
+lib_h=$(cd "$srcdir" && find libexecpack -path libexecpack/kmod -prune -o -name '*.h' -print | sort)
+sources=$(cd "$srcdir" && ls $lib_c $lib_h include/*.h tests/*.c tests/*.h \
 	tests/*.cc examples/*.c examples/*/*.c examples/*/*.h fuzz/*.c 2>/dev/null)
 [ -n "$sources" ] || { echo "ERROR: no sources in $srcdir"; exit 99; }
 
@@ -55,8 +63,8 @@ done
 # in a body, an initializer) or sits in a preprocessor line; comments do
 # not count.  A hook named *_for_test must be used by a test instead.
 nfns=0
-for f in "$srcdir"/libexecpack/*.c; do
-	grep -oE '^[a-z_][^;(]*[ *]ep__[a-z0-9_]+\(' "$f" | grep -v '^static' |
+for f in $lib_c; do
+	grep -oE '^[a-z_][^;(]*[ *]ep__[a-z0-9_]+\(' "$srcdir/$f" | grep -v '^static' |
 		grep -oE 'ep__[a-z0-9_]+\($' | tr -d '('
 done | sort -u >"${TMPDIR:-/tmp}/dead-weight.$$"
 while read -r fn; do
@@ -68,7 +76,7 @@ while read -r fn; do
 			fail "$fn is a test hook in libexecpack/ that no test uses"
 		continue ;;
 	esac
-	cat "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h | grep -w "$fn" |
+	(cd "$srcdir" && cat $lib_c $lib_h) | grep -w "$fn" |
 		grep -vE '^[[:space:]]*(\*( |/|$)|/\*|//)' | grep -qE '^([[:space:]]|#)' ||
 		fail "$fn is defined in libexecpack/ but only declared there: nothing in the library uses it"
 done <"${TMPDIR:-/tmp}/dead-weight.$$"
@@ -94,7 +102,7 @@ fi
 # README may name a group with a pattern (`backend-*.c`).
 readme_names=$(grep -o '`[^`]*`' "$srcdir/README" | tr -d '`')
 ndocs=0
-for f in "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h; do
+for f in $lib_c $lib_h; do
 	b=${f##*/}
 	ndocs=$((ndocs + 1))
 	case $b in
@@ -112,14 +120,15 @@ for f in "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h; do
 done
 
 # --- include cycles ---------------------------------------------------------------
-# Each "a b" pair: a includes b, both in libexecpack/; tsort(1) names the
-# files of any loop on stderr.
+# Each "a b" pair: a includes b, both in libexecpack/ (found by name in
+# its folders, as the -I flags find it); tsort(1) names the files of any
+# loop on stderr.
 nincl=0
-for f in "$srcdir"/libexecpack/*.c "$srcdir"/libexecpack/*.h; do
-	for i in $(sed -n 's/^#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
-		[ -f "$srcdir/libexecpack/$i" ] || continue
+for f in $lib_c $lib_h; do
+	for i in $(sed -n 's/^#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$srcdir/$f"); do
+		echo "$lib_h" | grep -q "/${i##*/}\$" || continue
 		nincl=$((nincl + 1))
-		echo "${f##*/} $i"
+		echo "${f##*/} ${i##*/}"
 	done
 done >"${TMPDIR:-/tmp}/includes.$$"
 [ "$nincl" -gt 50 ] || { echo "ERROR: found only $nincl includes in $srcdir/libexecpack"; exit 99; }
@@ -140,36 +149,43 @@ import glob, os, re, sys
 os.chdir(sys.argv[1])
 def text(f):
     return re.sub(r'//[^\n]*|/\*.*?\*/', ' ', open(f).read(), flags=re.S)
+def files(ext):
+    return sorted(f for f in glob.glob('**/*' + ext, recursive=True)
+                  if not f.startswith('kmod/'))
+# A file's unit: x.c with its header x.h.  A header's static inline
+# function or function-like macro belongs to the header's unit, so that a
+# call to it is a call to that unit: a circle may close through a header.
+def unit(f):
+    u = os.path.basename(f)[:-2]
+    return u + '.c' if u + '.c' in cs else u + '.h'
+cs = {os.path.basename(f) for f in files('.c')}
 call = re.compile(r'\b([A-Za-z_]\w*)\s*\(')
 owner, body = {}, {}
-for f in sorted(glob.glob('*.c')):
-    body[f] = text(f)
-    for m in re.finditer(r'^(?!static)[A-Za-z_][\w *]*?\b(ep_{1,2}\w+)\s*\([^;{]*\)\s*\{',
-                         body[f], re.M):
-        owner[m.group(1)] = f
-inline = {}  # a header's static inline function or function-like macro: its body
-for h in glob.glob('*.h'):
+for f in files('.c'):
+    s = text(f)
+    body.setdefault(unit(f), []).append(s)
+    for m in re.finditer(r'^(?!static)[A-Za-z_][\w *]*?\b(ep_{1,2}\w+)\s*\([^;{]*\)\s*\{', s, re.M):
+        owner[m.group(1)] = unit(f)
+for h in files('.h'):
     s = text(h)
+    u = unit(h)
+    body.setdefault(u, [])
     for m in re.finditer(r'^static inline[^;{]*?\b(ep_{1,2}\w+)\s*\([^;{]*\)\s*\{', s, re.M):
         i, depth = m.end(), 1
         while depth and i < len(s):
             depth += {'{': 1, '}': -1}.get(s[i], 0)
             i += 1
-        inline[m.group(1)] = s[m.end():i]
+        owner[m.group(1)] = u
+        body[u].append(s[m.end():i])
     for m in re.finditer(r'^#\s*define\s+(\w+)\([^)]*\)(.*)$', s.replace('\\\n', ' '), re.M):
-        inline[m.group(1)] = m.group(2)
-def callees(s, seen):
-    for n in sorted(set(call.findall(s))):
-        if n in owner:
-            yield owner[n], n
-        elif n in inline and n not in seen:
-            seen.add(n)
-            yield from ((f, n + '() -> ' + x) for f, x in callees(inline[n], seen))
-edges = {f: {} for f in body}
-for f, s in body.items():
-    for g, n in callees(s, set()):
-        if g != f:
-            edges[f].setdefault(g, n)
+        owner.setdefault(m.group(1), u)
+        body[u].append(m.group(2))
+edges = {u: {} for u in body}
+for u, ss in body.items():
+    for s in ss:
+        for n in sorted(set(call.findall(s))):
+            if n in owner and owner[n] != u:
+                edges[u].setdefault(owner[n], n + '()')
 # Tarjan: each strongly connected set of more than one file is a cycle.
 index, low, stack, on, found = {}, {}, [], set(), []
 def visit(v):

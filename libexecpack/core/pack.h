@@ -13,24 +13,6 @@
 #include "pack-seq.h"
 #include "types.h"
 
-/* The route table's word for a pack's pages (route.h), and back. */
-static inline void *ep__route_pack(struct ep__pack *p)
-{
-	return (void *)((uintptr_t)p | 1);
-}
-
-static inline struct ep__heap *ep__route_heap(void *v, struct ep__pack **pack)
-{
-	uintptr_t w = (uintptr_t)v;
-
-	if (w & 1) {
-		*pack = (struct ep__pack *)(w & ~(uintptr_t)1);
-		return (*pack)->heap;
-	}
-	*pack = NULL;
-	return v;
-}
-
 /* First fit: room for n chunks, in a pack that has it, one grown or a new
  * one; *pos gets the chunk index. */
 int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *pos);

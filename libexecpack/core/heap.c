@@ -21,6 +21,7 @@
 #include "config-open.h"
 #include "diag.h"
 #include "heap.h"
+#include "life.h"
 #include "limit.h"
 #include "lookup.h"
 #include "pack.h"
@@ -83,7 +84,7 @@ static void alloc_forget(struct ep__heap *h, struct ep__alloc *a)
 	ep__uncharge(h, a->reserved);
 	ep__tally(&h->tally.frees, 1);
 	if (!a->norec) {
-		ep__patch_forget(h, a); /* patch.c: its window, kept staging */
+		ep__rec_forget(h, a); /* life.c: its window, kept staging */
 		ep__hash_remove(h, a);
 		ep__stage_put(h, a->staging, a->stash_class);
 		ep__rec_put(h, a);
@@ -224,7 +225,7 @@ void ep__heap_destroy(struct ep__heap *h)
 		for (struct ep__alloc *a = h->hash[i], *n; a; a = n) {
 			n = a->hnext;
 			ep__diag_forget(&a->diag); /* diag.c: name, libunwind */
-			ep__patch_forget(h, a);
+			ep__rec_forget(h, a);
 			if (!a->pack) {
 				ep__route_clear((uintptr_t)a->large.exec, a->large.size);
 				ep__region_drop(h, &a->large);
@@ -315,9 +316,9 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 		}
 		a->key = (uintptr_t)a->large.exec;
 		a->reserved = reserved;
-		if ((rc = ep__region_seal(h, &a->large)) || (rc = ep__patch_large(h, a)) ||
+		if ((rc = ep__region_seal(h, &a->large)) || (rc = ep__rec_large(h, a)) ||
 		    (rc = ep__route_set((uintptr_t)a->large.exec, a->large.size, h))) {
-			ep__patch_forget(h, a);
+			ep__rec_forget(h, a);
 			ep__region_drop(h, &a->large);
 			ep__uncharge(h, reserved);
 			return rc;
@@ -352,7 +353,7 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
 	if (large)
-		ep__patch_changed(h, a); /* (its entry has exec now) */
+		ep__rec_changed(h, a); /* (its entry has exec now) */
 	return 0;
 }
 
@@ -559,7 +560,7 @@ int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec)
 	struct ep__pack *p = a->pack;
 	size_t c = a->chunk;
 
-	rc = ep__patch_finalizing(h, a); /* patch.c: what EP_F_KEEP_STAGING keeps */
+	rc = ep__rec_finalizing(h, a); /* life.c: what EP_F_KEEP_STAGING keeps */
 	if (!rc)
 		rc = ep__own_region(h, ep__alloc_region(a));
 	if (!rc)
@@ -569,7 +570,7 @@ int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec)
 		alloc_leave(p, c, EP__ST_REC);
 		goto out;
 	}
-	ep__patch_finalized(h, a); /* the staging buffer given back or kept */
+	ep__rec_finalized(h, a); /* the staging buffer given back or kept */
 	alloc_leave(p, c, ep__rec_settle(h, a));
 out:
 	ep__unlock(&h->lock);
@@ -684,7 +685,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 		ep__st_resize(a->pack, a->chunk, keep >> h->shift);
 	}
 	a->reserved = keep; /* (a view is dropped: its end is where the chunks now stop) */
-	ep__patch_changed(h, a);
+	ep__rec_changed(h, a);
 	ep__uncharge(h, cut);
 	alloc_leave(a->pack, a->chunk, ep__st_as_is(a));
 out:

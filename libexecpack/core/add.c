@@ -23,10 +23,10 @@
 #include "alloc-state.h"
 #include "diag.h"
 #include "heap.h"
+#include "life.h"
 #include "limit.h"
 #include "lookup.h"
 #include "pack.h"
-#include "patch.h"
 #include "ranges.h"
 #include "records.h"
 #include "region.h"
@@ -45,7 +45,7 @@ static void unreserve(struct ep__heap *h, struct ep__alloc *a)
 		ep__tally(&h->tally.large_out, 1);
 		ep__tally(&h->tally.lbytes_out, a->large.size);
 		ep__region_drop(h, &a->large);
-		ep__patch_forget(h, a); /* patch.c: its entry for ep_lookup() */
+		ep__rec_forget(h, a); /* life.c: its entry for ep_lookup() */
 	}
 	ep__uncharge(h, a->reserved);
 }
@@ -127,7 +127,7 @@ static inline __attribute__((always_inline)) int add_rec(struct ep__heap *h, con
 		return rc;
 	}
 	ep__hash_insert(h, a);
-	ep__patch_changed(h, a); /* (a large one's entry for ep_lookup(): finalized) */
+	ep__rec_changed(h, a); /* (a large one's entry for ep_lookup(): finalized) */
 	ep__tally(&h->tally.allocs, 1);
 	ep__diag_alloc(h, a->exec, reserved - a->offset);
 	ep__diag_finalize(h, &a->diag, a->exec, reserved - a->offset, h->flags);
@@ -228,7 +228,7 @@ int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size)
 		goto out;
 	struct ep__region *r = ep__alloc_region(a);
 
-	rc = ep__patch_finalizing(h, a); /* patch.c: what EP_F_KEEP_STAGING keeps */
+	rc = ep__rec_finalizing(h, a); /* life.c: what EP_F_KEEP_STAGING keeps */
 	if (!rc)
 		rc = ep__own_region(h, r);
 	EP_YIELD("code write");
@@ -262,7 +262,7 @@ int ep__heap_finalize_size(struct ep__heap *h, void *exec, size_t size)
 		ep__uncharge(h, cut);
 	}
 	ep__diag_finalize(h, &a->diag, a->exec, a->reserved - a->offset, h->flags);
-	ep__patch_finalized(h, a); /* the staging buffer given back or kept; the entry */
+	ep__rec_finalized(h, a); /* the staging buffer given back or kept; the entry */
 	if (p)
 		ep__st_leave(p, c, ep__rec_settle(h, a));
 	else

@@ -43,10 +43,10 @@
 #include "fork.h" /* (its mark only: no call) */
 #include "grace.h"
 #include "info.h"
+#include "life.h"
 #include "lock.h"
 #include "pack-seq.h"
 #include "pack.h"
-#include "patch.h"
 #include "registry.h"
 #include "route.h"
 

@@ -18,6 +18,7 @@
 
 #include "atomic.h"
 #include "interleave.h"
+#include "types.h"
 
 #define EP__ROUTE_PAGE_SHIFT 12
 #define EP__ROUTE_BITS 12 /* per level; three levels cover 48-bit addresses */
@@ -31,6 +32,26 @@ struct ep__route_leaf {
 struct ep__route_mid {
 	struct ep__route_leaf *leaf[EP__ROUTE_FAN];
 };
+
+/* The table's word for a pack's pages (its low bit set; a heap's large
+ * mappings are the heap itself), and back: here, below the packs, so that
+ * finding an owner from an address calls nothing above the index. */
+static inline void *ep__route_pack(struct ep__pack *p)
+{
+	return (void *)((uintptr_t)p | 1);
+}
+
+static inline struct ep__heap *ep__route_heap(void *v, struct ep__pack **pack)
+{
+	uintptr_t w = (uintptr_t)v;
+
+	if (w & 1) {
+		*pack = (struct ep__pack *)(w & ~(uintptr_t)1);
+		return (*pack)->heap;
+	}
+	*pack = NULL;
+	return v;
+}
 
 extern struct ep__route_mid *ep__route_top[EP__ROUTE_FAN];
 

@@ -51,7 +51,7 @@ struct ep__alloc {
 	int stash_class;         /* staging's size class, or -1 */
 	int norec;               /* 1: no record, a copy on the caller's stack */
 	struct ep__diag *diag;   /* diag.c: name and unwind info; NULL if none */
-	struct ep__patch *patch; /* patch.c: a window, kept staging; NULL if none */
+	struct ep__patch *patch; /* life.h: a window, kept staging; NULL if none */
 	size_t info;             /* info.c: its lock-free entry + 1; 0 if none */
 };
 
