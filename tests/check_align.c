@@ -127,7 +127,6 @@ END_TEST
  * by the next aligned request. */
 START_TEST(test_free_and_reuse)
 {
-	size_t page = tu_page();
 	struct ep_pool *p = make_pool(256 << 10, 0, 0);
 	void *a = tu_jit_ret(p, 64, 1, NULL);
 	void *x = jit_aligned(p, 3000, 1024, 2);
@@ -139,7 +138,6 @@ START_TEST(test_free_and_reuse)
 	ck_assert_ptr_eq(jit_aligned(p, 2000, 1024, 4), x);
 	ck_assert_ptr_eq(jit_aligned(p, 900, 1024, 5), (unsigned char *)x + 2048);
 	ck_assert_uint_eq(used(p), 64 + 2048 + 3008 + 960);
-	(void)page;
 	ep_pool_destroy(p);
 }
 END_TEST
