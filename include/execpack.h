@@ -157,6 +157,11 @@ EP_API void ep_pool_destroy(struct ep_pool *pool);
 
 /* Reserve size bytes of executable memory; see ep_alloc(3). */
 EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out);
+/* The same with image.exec a multiple of align (a power of two: up to the
+ * backend's page in a pack, the pack size for a large allocation); see
+ * ep_alloc_aligned(3). */
+EP_API int ep_alloc_aligned(struct ep_pool *pool, size_t size, size_t align,
+			    struct ep_image *out);
 
 /*
  * Copy len bytes to the executable address dst, which must lie with all

@@ -163,6 +163,22 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out)
 	return rc;
 }
 
+EP_API int ep_alloc_aligned(struct ep_pool *pool, size_t size, size_t align,
+			    struct ep_image *out)
+{
+	if (!pool)
+		return -EINVAL;
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__heap *h = ep__home(pool);
+
+	rc = h ? ep__heap_alloc_aligned(h, size, align, out) : -ENOMEM;
+	__asm__ volatile(""); /* (as ep_alloc()) */
+	return rc;
+}
+
 EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
 {
 	struct ep__heap *h;

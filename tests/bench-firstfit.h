@@ -29,6 +29,7 @@
 #define ep__fit_mark_clear bench_ff_fit_mark_clear
 #define ep__fit_longest bench_ff_fit_longest
 #define ep__fit_find bench_ff_fit_find
+#define ep__fit_find_aligned bench_ff_fit_find_aligned
 
 #ifdef __cplusplus
 extern "C" {

@@ -348,6 +348,49 @@ START_TEST(test_word_longest_run)
 }
 END_TEST
 
+/* Aligned first fit against the model: the lowest start i with (base + i)
+ * a multiple of a and n clear bits from it, over random maps. */
+START_TEST(test_fit_aligned_vs_model)
+{
+	unsigned seed = 4242u + (unsigned)_i;
+	const size_t sizes[] = { 64, 100, 640, 4160, MAXBITS };
+
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t nbits = sizes[si];
+
+		for (int round = 0, nr = ops(60); round < nr; round++) {
+			struct ep__fit fit;
+
+			memset(map, 0, sizeof(map));
+			memset(model, 0, sizeof(model));
+			for (size_t i = 0; i < nbits; i++)
+				if (rnd(&seed) % 100 < (unsigned)(round % 4) * 25 + 10) {
+					model[i] = true;
+					ep__bitmap_set(map, i, 1);
+				}
+			ck_assert_int_eq(ep__fit_init(&fit, map, nbits), 0);
+			for (int q = 0; q < 20; q++) {
+				size_t a = (size_t)1 << rnd(&seed) % 9, base = rnd(&seed) % 1024;
+				size_t n = 1 + rnd(&seed) % (rnd(&seed) % 4 ? 20 : 200), want = nbits;
+
+				for (size_t i = 0; i + n <= nbits && want == nbits; i++) {
+					size_t j = 0;
+
+					while ((base + i) % a == 0 && j < n && !model[i + j])
+						j++;
+					if (j == n)
+						want = i;
+				}
+				ck_assert_msg(ep__fit_find_aligned(&fit, map, n, a, base) == want,
+					      "nbits %zu n %zu a %zu base %zu: want %zu", nbits, n, a,
+					      base, want);
+			}
+			ep__fit_destroy(&fit);
+		}
+	}
+}
+END_TEST
+
 static Suite *bitmap_suite(void)
 {
 	Suite *s = suite_create("bitmap");
@@ -358,6 +401,7 @@ static Suite *bitmap_suite(void)
 	tcase_add_test(tc, test_word_boundaries);
 	tcase_add_test(tc, test_word_longest_run);
 	tcase_add_loop_test(tc, test_fit_tree_vs_model, 0, 6);
+	tcase_add_loop_test(tc, test_fit_aligned_vs_model, 0, 2);
 	/* a case takes 0.1 s alone, but once overran Check's default 4 s on a
 	 * loaded machine */
 	tcase_set_timeout(tc, 60);

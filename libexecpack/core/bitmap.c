@@ -513,3 +513,42 @@ size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, si
 		*longest = ep__fit_longest(fit, map);
 	return fit->nbits;
 }
+
+/* The lowest i >= from with (base + i) % a == 0. */
+static inline size_t align_up(size_t from, size_t a, size_t base)
+{
+	return from + ((a - ((base + from) & (a - 1))) & (a - 1));
+}
+
+/*
+ * Aligned first fit: only the starts on the alignment are candidates.  A
+ * run of n starting at s makes the reach of word s / 64 at least min(n,
+ * 64), so the summary skips the words that cannot hold one; in a word
+ * that may, each aligned start is tried against the next used bit, and a
+ * failed one moves past that bit.  The free bits skipped stay free.
+ */
+size_t ep__fit_find_aligned(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t a,
+			    size_t base)
+{
+	size_t m = n < EP__FIT_MAX ? n : EP__FIT_MAX, s = align_up(0, a, base);
+
+	if (n == 0)
+		return fit->nbits;
+	while (s < fit->nbits && n <= fit->nbits - s) {
+		size_t w = first_reach(fit, s / 64, m);
+
+		if (w >= fit->nwords)
+			break;
+		if (w * 64 > s) {
+			s = align_up(w * 64, a, base);
+			if (s >= fit->nbits || n > fit->nbits - s)
+				break;
+		}
+		size_t e = ep__bitmap_next_set(map, fit->nbits, s);
+
+		if (e - s >= n)
+			return s;
+		s = align_up(e + 1, a, base);
+	}
+	return fit->nbits;
+}

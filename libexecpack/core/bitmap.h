@@ -140,4 +140,8 @@ size_t ep__fit_longest(const struct ep__fit *fit, const uint64_t *map);
  * then, where longest is not NULL, the longest clear run (for n > 64 or
  * past the map: at least the longest) in *longest. */
 size_t ep__fit_find(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t *longest);
+/* Lowest index i of a run of n clear bits with (base + i) % a == 0 (a a
+ * power of two; aligned first fit); nbits when none. */
+size_t ep__fit_find_aligned(const struct ep__fit *fit, const uint64_t *map, size_t n, size_t a,
+			    size_t base);
 #endif /* EP_BITMAP_H */

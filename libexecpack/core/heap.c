@@ -296,10 +296,12 @@ size_t ep__heap_reserved(const struct ep__heap *h, size_t size, bool large)
 	return ((want < h->pack_size ? want : h->pack_size) + h->cmask) & ~(size_t)h->cmask;
 }
 
-/* Heap lock held: reserved bytes for a (heap.h).  (Inline in ep_alloc():
- * a call there cost a churn op 2% more instructions.) */
+/* Heap lock held: reserved bytes for a (heap.h), exec a multiple of align
+ * (ep_alloc_aligned(); 0 from ep_alloc(), a constant the compiler drops).
+ * (Inline in ep_alloc(): a call there cost a churn op 2% more instructions.) */
 static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, struct ep__alloc *a,
-							 size_t size, size_t reserved, bool large)
+							 size_t size, size_t reserved, bool large,
+							 size_t align)
 {
 	int rc;
 	size_t limit = h->limit;
@@ -331,7 +333,11 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 		struct ep__pack *p;
 		size_t n = reserved >> h->shift, pos;
 
-		if ((rc = ep__pack_find(h, n, &p, &pos)))
+		if (align > (size_t)h->cmask + 1)
+			rc = ep__pack_find_aligned(h, n, align >> h->shift, &p, &pos);
+		else
+			rc = ep__pack_find(h, n, &p, &pos);
+		if (rc)
 			return rc;
 		if (limit && (rc = ep__charge(h->root, reserved))) {
 			if (!p->cached && p->free_chunks == p->nchunks)
@@ -344,12 +350,18 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 		a->key = (uintptr_t)p->r.exec + (pos << h->shift);
 	}
 	if (h->flags & EP_F_RANDOMIZE) {
-		size_t slack = reserved - size, slots = slack / 16 + 1;
+		/* (aligned: steps of align, inside the first chunk, large too) */
+		size_t step = align > 16 ? align : 16, slack = reserved - size,
+		       slots = slack / step + 1;
 
-		if (!large && slots > ((size_t)h->cmask + 1) / 16)
-			slots = ((size_t)h->cmask + 1) / 16; /* keep exec inside the first chunk */
-		a->offset = (size_t)(next_random(h) % slots) * 16;
+		if (slots > ((size_t)h->cmask + 1) / step && (!large || align > 16))
+			slots = ((size_t)h->cmask + 1) / step; /* keep exec inside the first chunk */
+		if (align > 16 && !slots)
+			slots = 1; /* (align past the chunk: exec stays on it) */
+		a->offset = (size_t)(next_random(h) % slots) * step;
 	}
+	if (large && align > h->page_size)
+		a->offset = (size_t)-a->key & (align - 1); /* (ep__heap_alloc_aligned() mapped the pad) */
 	a->reserved = reserved;
 	a->exec = (void *)(a->key + a->offset);
 	if (large)
@@ -360,7 +372,7 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 int ep__heap_reserve(struct ep__heap *h, struct ep__alloc *a, size_t size, size_t reserved,
 		     bool large)
 {
-	return reserve(h, a, size, reserved, large);
+	return reserve(h, a, size, reserved, large, 0);
 }
 
 /*
@@ -388,13 +400,13 @@ int ep__heap_borrow(struct ep__heap *h, int (*fn)(struct ep__heap *, void *), vo
 }
 
 struct alloc_args {
-	size_t size, reserved;
+	size_t size, reserved, align;
 	struct ep_image *out;
 };
 
 /* ep_alloc()'s work in h, from its lock to the fill. */
 static inline __attribute__((always_inline)) int alloc_in(struct ep__heap *h, size_t size,
-							  size_t reserved, bool large,
+							  size_t reserved, bool large, size_t align,
 							  struct ep_image *out)
 {
 	struct ep__alloc *a = NULL;
@@ -408,10 +420,13 @@ static inline __attribute__((always_inline)) int alloc_in(struct ep__heap *h, si
 	a = ep__rec_get(h);
 	if (!a)
 		goto fail;
-	a->staging = ep__stage_get(h, reserved, &a->stash_class);
+	if (align > EP_STAGE_ALIGN && !large)
+		a->staging = ep__stage_get_aligned(h, reserved, align, &a->stash_class);
+	else
+		a->staging = ep__stage_get(h, reserved, &a->stash_class);
 	if (!a->staging)
 		goto fail;
-	if ((rc = reserve(h, a, size, reserved, large)))
+	if ((rc = reserve(h, a, size, reserved, large, align)))
 		goto fail;
 	a->staging = ep__stage_skew(a->staging, a->key);
 	ep__hash_insert(h, a);
@@ -440,16 +455,16 @@ static int alloc_lent(struct ep__heap *o, void *arg)
 {
 	const struct alloc_args *x = arg;
 
-	return alloc_in(o, x->size, x->reserved, false, x->out);
+	return alloc_in(o, x->size, x->reserved, false, x->align, x->out);
 }
 
 /* ep_alloc() failed in h: in a full code range, another heap's pack may
  * have room (a large mapping needs room of its own, which no heap has). */
 static __attribute__((noinline, cold)) int alloc_failed(struct ep__heap *h, size_t size,
-							size_t reserved, struct ep_image *out,
-							int rc)
+							size_t reserved, size_t align,
+							struct ep_image *out, int rc)
 {
-	struct alloc_args x = { size, reserved, out };
+	struct alloc_args x = { size, reserved, align, out };
 
 	if (rc != -ENOMEM || !h->crange || size > h->pack_size)
 		return rc;
@@ -468,11 +483,44 @@ int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 
 	if (h->limit && reserved > h->limit)
 		return -EPERM; /* could never fit */
-	int rc = alloc_in(h, size, reserved, large, out);
+	int rc = alloc_in(h, size, reserved, large, 0, out);
 
 	/* (a call, out of line: the path that succeeds keeps its instructions) */
 	if (__builtin_expect(rc != 0, 0))
-		rc = alloc_failed(h, size, reserved, out, rc);
+		rc = alloc_failed(h, size, reserved, 0, out, rc);
+	return rc;
+}
+
+/*
+ * ep_alloc_aligned(): up to the chunk size ep_alloc() itself (with
+ * EP_F_RANDOMIZE past 16 bytes, its offsets in steps of align); in a pack
+ * up to the backend's page, by aligned first fit (pack.c); a large
+ * allocation up to the pack size, its mapping align - page bytes longer
+ * and exec the aligned address inside it.
+ */
+int ep__heap_alloc_aligned(struct ep__heap *h, size_t size, size_t align, struct ep_image *out)
+{
+	if (!h || !out || size == 0 || (align & (align - 1)))
+		return -EINVAL;
+	if (align <= 16 || (align <= (size_t)h->cmask + 1 && !(h->flags & EP_F_RANDOMIZE)))
+		return ep__heap_alloc(h, size, out);
+	if (size > SIZE_MAX / 2)
+		return -ENOMEM;
+
+	bool large = size > h->pack_size;
+
+	if (align > (large ? h->pack_size : h->page_size))
+		return -EINVAL;
+	size_t reserved = ep__heap_reserved(h, size, large);
+
+	if (large && align > h->page_size)
+		reserved += align - h->page_size;
+	if (h->limit && reserved > h->limit)
+		return -EPERM;
+	int rc = alloc_in(h, size, reserved, large, align, out);
+
+	if (rc)
+		rc = alloc_failed(h, size, reserved, align, out, rc);
 	return rc;
 }
 

@@ -15,6 +15,8 @@ int ep__heap_create(const struct ep_config *cfg, struct ep__heap **out);
 struct ep__heap *ep__heap_clone(const struct ep__heap *first);
 void ep__heap_destroy(struct ep__heap *h);
 int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out);
+/* ep_alloc_aligned(3) */
+int ep__heap_alloc_aligned(struct ep__heap *h, size_t size, size_t align, struct ep_image *out);
 /* The bytes an allocation of size bytes reserves (large: its own mapping). */
 size_t ep__heap_reserved(const struct ep__heap *h, size_t size, bool large);
 /* Heap lock held: reserve them for a, in a pack or (large) a mapping of

@@ -253,6 +253,50 @@ int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *
 	*pos = 0;
 	return rc;
 }
+/*
+ * Aligned first fit (ep_alloc_aligned(3)): the packs in creation order,
+ * each searched for its first free run that starts on the alignment and
+ * holds n chunks; the free chunks before it stay free.  The packs are
+ * walked one by one (an aligned request is rare beside ep_alloc(), and a
+ * pack's bound says nothing about where its runs start), their bounds left
+ * as they are.  With none, n + a - 1 chunks of plain first fit (a grown or
+ * new pack included) always hold an aligned run of n.
+ */
+int ep__pack_find_aligned(struct ep__heap *h, size_t n, size_t a, struct ep__pack **outp,
+			  size_t *pos)
+{
+	unsigned gen = ep__fork_generation();
+	size_t most = h->pack_size >> h->shift, at, want = n + a - 1;
+	struct ep__pack *p;
+	int rc;
+
+	for (size_t slot = 0; slot < h->nslots; slot++) {
+		p = h->by_slot[slot];
+		if (!p || ep__fits_get(h, slot) < n || p->free_chunks < n)
+			continue;
+		if (p->r.gen != gen && ep__own_region_slow(h, &p->r))
+			continue; /* (as in ep__pack_find()) */
+		at = ep__fit_find_aligned(&p->fit, p->used, n, a,
+					  (uintptr_t)p->r.exec >> h->shift);
+		if (at < p->fit.nbits) {
+			*outp = p;
+			*pos = at;
+			return 0;
+		}
+	}
+	if ((rc = ep__pack_find(h, want < most ? want : most, &p, &at)))
+		return rc;
+	/* (capped at a whole pack: a new one starts on a page, so on a) */
+	at = ep__fit_find_aligned(&p->fit, p->used, n, a, (uintptr_t)p->r.exec >> h->shift);
+	if (at >= p->fit.nbits) {
+		if (!p->cached && p->free_chunks == p->nchunks)
+			ep__pack_emptied(h, p); /* made for this request */
+		return -ENOMEM;
+	}
+	*outp = p;
+	*pos = at;
+	return 0;
+}
 void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n)
 {
 	EP_YIELD("empty packs");

@@ -16,6 +16,10 @@
 /* First fit: room for n chunks, in a pack that has it, one grown or a new
  * one; *pos gets the chunk index. */
 int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *pos);
+/* The same for n chunks whose address is a multiple of a chunks (a a
+ * power of two, at most the backend's page). */
+int ep__pack_find_aligned(struct ep__heap *h, size_t n, size_t a, struct ep__pack **outp,
+			  size_t *pos);
 /* Chunks [pos, pos+n) of p go to a new allocation (state REC). */
 void ep__pack_take(struct ep__heap *h, struct ep__pack *p, size_t pos, size_t n);
 /* How chunks are given back: an allocation's end, the tail of one that

@@ -124,6 +124,15 @@ unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls)
 		return h->stash[k][--h->nstash[k]];
 	return aligned_alloc(EP_STAGE_ALIGN, (size_t)STASH_MIN << k);
 }
+/* (the stash keeps EP_STAGE_ALIGN only: an aligned request's buffer is
+ * its own, and its exec is on align, so no skew) */
+unsigned char *ep__stage_get_aligned(struct ep__heap *h, size_t size, size_t align, int *cls)
+{
+	size_t al = align < h->page_size ? align : h->page_size;
+
+	*cls = -1;
+	return aligned_alloc(al, ep__round_up(size, al));
+}
 void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
 {
 	if (!buf)

@@ -144,6 +144,12 @@ extern "C" {
     pub fn ep_pool_create(cfg: *const ep_config, out: *mut *mut ep_pool) -> c_int;
     pub fn ep_pool_destroy(pool: *mut ep_pool);
     pub fn ep_alloc(pool: *mut ep_pool, size: usize, out: *mut ep_image) -> c_int;
+    pub fn ep_alloc_aligned(
+        pool: *mut ep_pool,
+        size: usize,
+        align: usize,
+        out: *mut ep_image,
+    ) -> c_int;
     pub fn ep_write(pool: *mut ep_pool, dst: *mut c_void, src: *const c_void, len: usize) -> c_int;
     pub fn ep_finalize(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
     pub fn ep_add(pool: *mut ep_pool, code: *const c_void, len: usize, exec: *mut *mut c_void)
