@@ -333,6 +333,19 @@ EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, 
 	return rc ? rc : ep__heap_set_name(h, exec, name, size);
 }
 
+EP_API int ep_set_symbols(struct ep_pool *pool, void *exec, const struct ep_symbol *syms,
+			  size_t n)
+{
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
+	if (!pool || !exec || (!syms && n))
+		return -EINVAL;
+	int rc = call_owner(pool, exec, &h, &pack);
+
+	return rc ? rc : ep__heap_set_symbols(h, exec, syms, n);
+}
+
 EP_API int ep_set_unwind(struct ep_pool *pool, void *exec, int kind, size_t prologue,
 			 size_t frame)
 {

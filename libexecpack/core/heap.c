@@ -797,6 +797,28 @@ int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name, size_t s
 	return with_record(h, exec, name_it, &n);
 }
 
+struct syms_args {
+	const struct ep_symbol *syms;
+	size_t n;
+};
+
+static int syms_it(struct ep__heap *h, struct ep__alloc *a, void *arg)
+{
+	const struct syms_args *y = arg;
+
+	return ep__diag_set_symbols(&a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+				    !a->staging, h->flags, y->syms, y->n);
+}
+
+int ep__heap_set_symbols(struct ep__heap *h, void *exec, const struct ep_symbol *syms, size_t n)
+{
+	struct syms_args y = { syms, n };
+
+	if (!h || !exec || (!syms && n))
+		return -EINVAL;
+	return with_record(h, exec, syms_it, &y);
+}
+
 struct unwind_args {
 	int kind;
 	size_t prologue, frame;

@@ -38,6 +38,8 @@ int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec);
 int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size);
 int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name, size_t size);
 int ep__heap_set_unwind(struct ep__heap *h, void *exec, int kind, size_t prologue, size_t frame);
+struct ep_symbol;
+int ep__heap_set_symbols(struct ep__heap *h, void *exec, const struct ep_symbol *syms, size_t n);
 /* fn on the region of every pack and large allocation of the heap */
 void ep__heap_each_region(struct ep__heap *h, void (*fn)(struct ep__heap *, struct ep__region *));
 /* Nonzero while this thread runs a caller's fill (ep_pool_create(3)). */

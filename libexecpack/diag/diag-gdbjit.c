@@ -561,7 +561,9 @@ void ep__gdbjit_flush(void)
 			relist(g_batch[k]);
 }
 
-void ep__gdbjit_set(struct ep__gdbjit *g, void *exec, size_t size, const char *name)
+/* now: gdb hears of it at once; else at ep__gdbjit_flush() (many at a
+ * time: one stop of the program per batch, not per name) */
+static void set(struct ep__gdbjit *g, void *exec, size_t size, const char *name, bool now)
 {
 	struct ep__gdbjit_batch *b = g->b;
 	uintptr_t x = (uintptr_t)exec;
@@ -591,7 +593,8 @@ void ep__gdbjit_set(struct ep__gdbjit *g, void *exec, size_t size, const char *n
 		}
 		syms(b)[1 + g->i].st_size = size;
 		finish(b);
-		relist(b);
+		if (now)
+			relist(b);
 		return;
 	}
 	b = batch_for(x, len);
@@ -611,7 +614,18 @@ void ep__gdbjit_set(struct ep__gdbjit *g, void *exec, size_t size, const char *n
 	finish(b);
 	if (b->n == YOUNG)
 		join(b);
-	relist(b); /* (frees b if it joined another) */
+	if (now || !b->n)
+		relist(b); /* (frees b if it joined another) */
+}
+
+void ep__gdbjit_set(struct ep__gdbjit *g, void *exec, size_t size, const char *name)
+{
+	set(g, exec, size, name, true);
+}
+
+void ep__gdbjit_set_later(struct ep__gdbjit *g, void *exec, size_t size, const char *name)
+{
+	set(g, exec, size, name, false);
 }
 
 void ep__gdbjit_hide(void)

@@ -23,6 +23,9 @@ struct ep__gdbjit {
  * before (if anything).  g must stay at its address while it is set.
  * Without memory gdb learns no new name, and forgets the old one. */
 void ep__gdbjit_set(struct ep__gdbjit *g, void *exec, size_t size, const char *name);
+/* The same, but gdb hears of it at ep__gdbjit_flush() (or at the batch's
+ * next change): for many names at once. */
+void ep__gdbjit_set_later(struct ep__gdbjit *g, void *exec, size_t size, const char *name);
 /* Make gdb forget *g's symbol, if any. */
 void ep__gdbjit_unset(struct ep__gdbjit *g);
 /* The same for many at once: gdb no longer has *g's batch, and has the

@@ -35,11 +35,15 @@
 struct sym_slot {
 	_Atomic unsigned long seq; /* odd while a writer is changing the slot */
 	_Atomic uintptr_t lo, hi;  /* hi == 0: empty */
+	_Atomic unsigned inner;    /* a symbol inside a named allocation */
 	_Atomic uint64_t name[NAME_WORDS];
 };
 
 static struct sym_slot *_Atomic g_seg[NSEG]; /* set once each */
 static _Atomic size_t g_high;        /* slots [0, g_high) may be in use */
+/* Set once a symbol (ep_set_symbols()) was ever published: until then the
+ * first range holding an address is the only one. */
+static _Atomic int g_inner;
 
 /* Writers only, under diag's lock. */
 static size_t *g_free_slots, g_nfree, g_capfree;
@@ -76,6 +80,7 @@ size_t ep__symtab_get(void)
 		 * acquire/release pairing of these atomics */
 		VALGRIND_HG_DISABLE_CHECKING(&g_high, sizeof(g_high));
 		VALGRIND_HG_DISABLE_CHECKING(g_seg, sizeof(g_seg));
+		VALGRIND_HG_DISABLE_CHECKING(&g_inner, sizeof(g_inner));
 	}
 	if (!ep__load_relaxed(&g_seg[k])) {
 		size_t n = (size_t)SEG0 << k;
@@ -107,7 +112,8 @@ static int slot_put(size_t i)
 }
 
 /* Publish [lo, hi) with name (NULL: empty the slot).  diag's lock held. */
-static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const char *name)
+static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const char *name,
+		       unsigned inner)
 {
 	unsigned long q = ep__load_relaxed(&s->seq);
 	uint64_t w[NAME_WORDS];
@@ -119,6 +125,7 @@ static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const cha
 	ep__fence_release();
 	ep__store_relaxed(&s->lo, name ? lo : 0);
 	ep__store_relaxed(&s->hi, name ? hi : 0);
+	ep__store_relaxed(&s->inner, inner);
 	for (size_t j = 0; j < NAME_WORDS; j++)
 		ep__store_relaxed(&s->name[j], w[j]);
 	ep__store_release(&s->seq, q + 2);
@@ -129,7 +136,7 @@ static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const cha
  * not (or when its writer does not finish in time).  No locks, no calls.
  */
 static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out,
-		     uint64_t name[NAME_WORDS])
+		     uint64_t name[NAME_WORDS], unsigned *inner)
 {
 	for (int tries = 0; tries < 1000; tries++) {
 		unsigned long q1 = ep__load_acquire(&s->seq);
@@ -139,6 +146,7 @@ static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out
 		uintptr_t lo = ep__load_relaxed(&s->lo);
 		uintptr_t hi = ep__load_relaxed(&s->hi);
 		bool in = addr >= lo && addr < hi;
+		unsigned i = ep__load_relaxed(&s->inner);
 
 		if (in)
 			for (size_t j = 0; j < NAME_WORDS; j++)
@@ -147,52 +155,65 @@ static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out
 		if (ep__load_relaxed(&s->seq) != q1)
 			continue;
 		*lo_out = lo;
+		*inner = i;
 		return in;
 	}
 	return 0;
 }
 
-/* The named range holding addr: 1 with its start and its name (NUL
- * terminated in EP_NAME_MAX + 1 bytes), 0 if none.  No locks, no calls:
- * ep_symbolize() and ep_lookup() (info.c). */
+static void name_copy(char *out, const uint64_t name[NAME_WORDS])
+{
+	const char *n = (const char *)name;
+	size_t nl = 0;
+
+	while (nl < NAME_WORDS * 8 - 1 && n[nl])
+		nl++;
+	memcpy(out, n, nl);
+	out[nl] = 0;
+}
+
+/* The named range holding addr: 2 for a symbol inside an allocation, 1
+ * for an allocation's own name, with its start and its name (NUL
+ * terminated in EP_NAME_MAX + 1 bytes), 0 if none.  A symbol wins over the
+ * name of the allocation around it.  No locks, no calls: ep_symbolize()
+ * and ep_lookup() (info.c). */
 int ep__symtab_find(uintptr_t addr, uintptr_t *lo, char *name_out)
 {
 	uint64_t name[NAME_WORDS];
 	size_t high = ep__load_acquire(&g_high);
+	bool inner_any = ep__load_acquire(&g_inner);
+	int found = 0;
 
 	for (size_t i = 0; i < high; i++) {
 		const struct sym_slot *s = slot_at(i);
+		uintptr_t l;
+		unsigned inner;
 
-		if (!s || !slot_read(s, addr, lo, name))
+		if (!s || !slot_read(s, addr, &l, name, &inner))
 			continue;
-		const char *n = (const char *)name;
-		size_t nl = 0;
-
-		while (nl < sizeof(name) - 1 && n[nl])
-			nl++;
-		memcpy(name_out, n, nl);
-		name_out[nl] = 0;
-		return 1;
+		if (inner || !found) {
+			*lo = l;
+			name_copy(name_out, name);
+			found = inner ? 2 : 1;
+		}
+		/* (the allocation's name may hide a symbol further on) */
+		if (inner || !inner_any)
+			return found;
 	}
-	return 0;
+	return found;
 }
 
 int ep__symtab_read(size_t slot, uintptr_t addr, char *name_out)
 {
 	uint64_t name[NAME_WORDS];
 	uintptr_t lo;
+	unsigned inner;
 	const struct sym_slot *s = slot < ep__load_acquire(&g_high)
 					   ? slot_at(slot) : NULL;
 
-	if (!s || !slot_read(s, addr, &lo, name) || lo != addr)
+	if (!s || !slot_read(s, addr, &lo, name, &inner) || lo != addr)
 		return 0;
-	const char *n = (const char *)name;
-	size_t nl = 0;
-
-	while (nl < sizeof(name) - 1 && n[nl])
-		nl++;
-	memcpy(name_out, n, nl);
-	name_out[nl] = 0;
+	name_copy(name_out, name);
 	return 1;
 }
 
@@ -224,7 +245,7 @@ EP_API int ep_symbolize(const void *addr, char *buf, size_t len, size_t *offset)
 
 void ep__symtab_put(size_t slot)
 {
-	slot_write(slot_at(slot), 0, 0, NULL);
+	slot_write(slot_at(slot), 0, 0, NULL, 0);
 	if (slot_put(slot) != 0) {
 		/* no memory for the free list: the empty slot is lost, harmless */
 	}
@@ -232,7 +253,14 @@ void ep__symtab_put(size_t slot)
 
 void ep__symtab_set(size_t slot, uintptr_t lo, uintptr_t hi, const char *name)
 {
-	slot_write(slot_at(slot), lo, hi, name);
+	slot_write(slot_at(slot), lo, hi, name, 0);
+}
+
+void ep__symtab_set_inner(size_t slot, uintptr_t lo, uintptr_t hi, const char *name)
+{
+	if (!ep__load_relaxed(&g_inner))
+		ep__store_release(&g_inner, 1);
+	slot_write(slot_at(slot), lo, hi, name, 1);
 }
 
 void ep__symtab_hide(void)
@@ -264,6 +292,7 @@ void ep__symtab_fork_reset(void)
 			continue;
 		ep__store_relaxed(&s->hi, 0);
 		ep__store_relaxed(&s->lo, 0);
+		ep__store_relaxed(&s->inner, 0);
 		for (size_t j = 0; j < NAME_WORDS; j++)
 			ep__store_relaxed(&s->name[j], 0);
 		ep__store_release(&s->seq, q + 1);

@@ -16,8 +16,12 @@ size_t ep__symtab_get(void);
 void ep__symtab_put(size_t slot);
 /* Publish [lo, hi) with name in a slot (NULL: empty it). */
 void ep__symtab_set(size_t slot, uintptr_t lo, uintptr_t hi, const char *name);
-/* The named range holding addr: 1, its start and its name (EP_NAME_MAX +
- * 1 bytes, NUL terminated); 0 if none.  Lock-free, async-signal-safe. */
+/* The same for a symbol inside a named allocation (ep_set_symbols()),
+ * which ep__symtab_find() prefers to the allocation's own name. */
+void ep__symtab_set_inner(size_t slot, uintptr_t lo, uintptr_t hi, const char *name);
+/* The named range holding addr: 2 (a symbol) or 1 (an allocation's name),
+ * its start and its name (EP_NAME_MAX + 1 bytes, NUL terminated); 0 if
+ * none.  Lock-free, async-signal-safe. */
 int ep__symtab_find(uintptr_t addr, uintptr_t *lo, char *name);
 /* The name in slot if its range starts at addr: 1 and the name; else 0. */
 int ep__symtab_read(size_t slot, uintptr_t addr, char *name);

@@ -42,6 +42,16 @@
 /* Every writer of the diagnostics holds it. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* One symbol inside an allocation (ep_set_symbols()): a names-table slot
+ * of its own, and its own place with the unwinders and gdb. */
+struct sym {
+	size_t off, size; /* from exec; narrowed by ep_shrink() */
+	char *name;
+	size_t slot;
+	struct ep__unwind unw; /* EP_UNWIND_NAME only */
+	struct ep__gdbjit gdb;
+};
+
 struct ep__diag {
 	struct ep__diag *next, *prev; /* all records, for the exit-time leak hiding */
 	size_t slot;                  /* SIZE_MAX: not in the table */
@@ -54,6 +64,8 @@ struct ep__diag {
 	size_t prologue, frame;
 	struct ep__unwind unw;        /* diag-unwind.c */
 	struct ep__gdbjit gdb;        /* its symbol in gdb's view (diag-gdbjit.c) */
+	struct sym *syms;             /* by offset, disjoint (never moved while set) */
+	size_t nsyms;
 };
 
 static struct ep__diag *g_records; /* g_lock */
@@ -63,6 +75,11 @@ static struct ep__diag *g_records; /* g_lock */
 size_t ep__diag_name_slot(const struct ep__diag *d)
 {
 	return d && d->name ? d->slot : SIZE_MAX;
+}
+
+bool ep__diag_has_symbols(const struct ep__diag *d)
+{
+	return d && d->nsyms;
 }
 
 /* The record of an allocation, created on first use.  g_lock held. */
@@ -103,26 +120,95 @@ static size_t code_size(const struct ep__diag *r, size_t size)
 }
 
 /* (Re)describe a finalized allocation to the unwinders.  g_lock held. */
-static void unw_register(struct ep__diag *r, void *exec, size_t size)
-{
-	ep__unwind_unregister(&r->unw);
-	if (!r->finalized || (!r->name && r->kind == EP_UNWIND_NAME))
-		return;
-	ep__unwind_register(&r->unw, exec, size, r->kind, r->prologue, r->frame, r->name);
-}
-
 static void unw_unregister(struct ep__diag *r)
 {
+	for (size_t i = 0; i < r->nsyms; i++)
+		ep__unwind_unregister(&r->syms[i].unw);
 	ep__unwind_unregister(&r->unw);
 }
 
-/* (Re)announce a finalized, named allocation to gdb.  g_lock held. */
+/* (Re)describe a finalized allocation to the unwinders.  g_lock held.
+ * Its symbols go after its own entry, by name: libunwind takes the newest
+ * entry holding a pc, so they win inside their ranges.  (With CFI, the
+ * allocation's one entry stays: it is what steps through the frames.) */
+static void unw_register(struct ep__diag *r, void *exec, size_t size)
+{
+	unw_unregister(r);
+	if (!r->finalized)
+		return;
+	if (r->name || r->kind != EP_UNWIND_NAME)
+		ep__unwind_register(&r->unw, exec, size, r->kind, r->prologue, r->frame,
+				    r->name);
+	if (r->kind != EP_UNWIND_NAME)
+		return;
+	for (size_t i = 0; i < r->nsyms; i++) {
+		struct sym *y = &r->syms[i];
+
+		ep__unwind_register(&y->unw, (char *)exec + y->off, y->size, EP_UNWIND_NAME, 0, 0,
+				    y->name);
+	}
+}
+
+/* (Re)announce a finalized, named allocation to gdb.  g_lock held.  One
+ * with symbols is its symbols there: gdb's functions do not overlap. */
 static void gdb_register(struct ep__diag *r, void *exec, size_t size)
 {
-	if (!r->finalized || !r->name)
+	if (!r->finalized || !r->name || r->nsyms)
 		ep__gdbjit_unset(&r->gdb);
 	else
 		ep__gdbjit_set(&r->gdb, exec, size, r->name);
+}
+
+/* gdb's view of the symbols: all of them at once, one stop of the program
+ * per batch of gdb's, not one per symbol. */
+static void gdb_syms(struct ep__diag *r, void *exec)
+{
+	if (!r->finalized)
+		return;
+	for (size_t i = 0; i < r->nsyms; i++) {
+		struct sym *y = &r->syms[i];
+
+		ep__gdbjit_set_later(&y->gdb, (char *)exec + y->off, y->size, y->name);
+	}
+	ep__gdbjit_flush();
+}
+
+/* A line and a jitdump record per symbol of a finalized allocation, after
+ * the allocation's own: perf takes the newest for an address. */
+static void perf_syms(struct ep__diag *r, void *exec, unsigned pool_flags)
+{
+	bool map = ep__perfmap_wanted(pool_flags), dump = ep__jitdump_wanted(pool_flags);
+
+	if (!r->finalized || (!map && !dump))
+		return;
+	for (size_t i = 0; i < r->nsyms; i++) {
+		struct sym *y = &r->syms[i];
+
+		if (map)
+			ep__perfmap_append((char *)exec + y->off, y->size, y->name);
+		if (dump)
+			ep__jitdump_load((char *)exec + y->off, y->size, y->name);
+	}
+}
+
+/* Forget symbols [from, nsyms): their slots, unwinder entries and gdb
+ * symbols (gdb hears at the next ep__gdbjit_flush()). */
+static void syms_drop(struct ep__diag *r, size_t from)
+{
+	for (size_t i = from; i < r->nsyms; i++) {
+		struct sym *y = &r->syms[i];
+
+		ep__unwind_unregister(&y->unw);
+		ep__gdbjit_forget(&y->gdb);
+		if (y->slot != SIZE_MAX)
+			ep__symtab_put(y->slot);
+		free(y->name);
+	}
+	r->nsyms = from;
+	if (!from) {
+		free(r->syms);
+		r->syms = NULL;
+	}
 }
 
 static void gdb_unregister(struct ep__diag *r)
@@ -146,10 +232,12 @@ void ep__diag_finalize_slow(struct ep__heap *heap, struct ep__diag **d, void *ex
 	size = code_size(r, size);
 	unw_register(r, exec, size);
 	gdb_register(r, exec, size);
+	gdb_syms(r, exec);
 	if (r->name && ep__perfmap_wanted(pool_flags))
 		ep__perfmap_append(exec, size, r->name);
 	if (r->name && ep__jitdump_wanted(pool_flags))
 		ep__jitdump_load(exec, size, r->name);
+	perf_syms(r, exec, pool_flags);
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -167,10 +255,16 @@ static void record_drop(struct ep__diag **d, enum gdb_when when)
 		return;
 	pthread_mutex_lock(&g_lock);
 	unw_unregister(r);
-	if (when == GDB_DEFER)
+	bool had_syms = r->nsyms;
+
+	syms_drop(r, 0);
+	if (when == GDB_DEFER) {
 		ep__gdbjit_forget(&r->gdb);
-	else
+	} else {
 		gdb_unregister(r);
+		if (had_syms)
+			ep__gdbjit_flush();
+	}
 	if (r->slot != SIZE_MAX)
 		ep__symtab_put(r->slot);
 	if (r->prev)
@@ -207,8 +301,36 @@ void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec
 	 * allocation's) */
 	if (!r->end || code < r->end)
 		r->end = code;
+	/* symbols past the program's end go, one across it ends there */
+	size_t keep = r->nsyms, cut = r->end;
+
+	while (keep && r->syms[keep - 1].off >= cut)
+		keep--;
+	bool syms_changed = keep < r->nsyms ||
+			    (keep && r->syms[keep - 1].off + r->syms[keep - 1].size > cut);
+
+	if (syms_changed) {
+		syms_drop(r, keep);
+		if (keep && r->syms[keep - 1].off + r->syms[keep - 1].size > cut) {
+			struct sym *y = &r->syms[keep - 1];
+
+			y->size = cut - y->off;
+			ep__symtab_set_inner(y->slot, (uintptr_t)exec + y->off,
+					     (uintptr_t)exec + cut, y->name);
+			if (r->finalized) {
+				ep__gdbjit_set_later(&y->gdb, (char *)exec + y->off, y->size, y->name);
+				if (ep__perfmap_wanted(pool_flags))
+					ep__perfmap_append((char *)exec + y->off, y->size, y->name);
+				if (ep__jitdump_wanted(pool_flags))
+					ep__jitdump_load((char *)exec + y->off, y->size, y->name);
+			}
+		}
+		ep__gdbjit_flush();
+	}
 	size = code_size(r, size);
 	if (size == was) {
+		if (syms_changed)
+			unw_register(r, exec, size);
 		pthread_mutex_unlock(&g_lock);
 		return; /* (ep_shrink() past the program's end: nothing to redo) */
 	}
@@ -224,6 +346,8 @@ void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec
 		ep__perfmap_append(exec, size, r->name);
 	if (r->finalized && r->name && ep__jitdump_wanted(pool_flags))
 		ep__jitdump_load(exec, size, r->name);
+	if (r->name)
+		perf_syms(r, exec, pool_flags); /* (after the allocation's line) */
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -299,6 +423,96 @@ int ep__diag_set_name(struct ep__diag **d, void *exec, size_t size, bool finaliz
 		ep__perfmap_append(exec, size, copy);
 	if (finalized && ep__jitdump_wanted(pool_flags))
 		ep__jitdump_load(exec, size, copy);
+	perf_syms(r, exec, pool_flags); /* (after the allocation's line) */
+	pthread_mutex_unlock(&g_lock);
+	return 0;
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static void syms_free(struct sym *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].slot != SIZE_MAX)
+			ep__symtab_put(v[i].slot);
+		free(v[i].name);
+	}
+	free(v);
+}
+
+int ep__diag_set_symbols(struct ep__diag **d, void *exec, size_t size, bool finalized,
+			 unsigned pool_flags, const struct ep_symbol *syms, size_t n)
+{
+	struct sym *v = NULL;
+
+	if (n) {
+		if (n > SIZE_MAX / sizeof(*v) || !(v = calloc(n, sizeof(*v))))
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++)
+			v[i].slot = SIZE_MAX;
+	}
+	/* copies first, checked: on any error nothing has changed */
+	for (size_t i = 0; i < n; i++) {
+		const char *name = syms[i].name;
+
+		if (!name || !*name || !syms[i].size ||
+		    memchr(name, '\n', strnlen(name, EP_NAME_MAX))) {
+			syms_free(v, n);
+			return -EINVAL; /* (a perf map line per symbol: no newline) */
+		}
+		v[i].off = syms[i].offset;
+		v[i].size = syms[i].size;
+		if (!(v[i].name = strndup(name, EP_NAME_MAX))) {
+			syms_free(v, n);
+			return -ENOMEM;
+		}
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), sym_cmp);
+	pthread_mutex_lock(&g_lock);
+	size_t have = *d ? program_size(*d, size) : size;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (v[i].off >= have || v[i].size > have - v[i].off ||
+		    (i && v[i].off < v[i - 1].off + v[i - 1].size))
+			rc = -EINVAL; /* past what the allocation has, or overlapping */
+	}
+	struct ep__diag *r = rc || (!n && !*d) ? *d : record_get(d);
+
+	if (!rc && n && !r)
+		rc = -ENOMEM;
+	for (size_t i = 0; i < n && !rc; i++)
+		if ((v[i].slot = ep__symtab_get()) == SIZE_MAX)
+			rc = -ENOMEM;
+	if (rc || !r) {
+		pthread_mutex_unlock(&g_lock);
+		syms_free(v, n);
+		return rc;
+	}
+	bool had = r->nsyms;
+
+	r->finalized = finalized;
+	unw_unregister(r);
+	syms_drop(r, 0);
+	r->syms = v;
+	r->nsyms = n;
+	for (size_t i = 0; i < n; i++)
+		ep__symtab_set_inner(v[i].slot, (uintptr_t)exec + v[i].off,
+				     (uintptr_t)exec + v[i].off + v[i].size, v[i].name);
+	size = code_size(r, size);
+	unw_register(r, exec, size);
+	if (had || n)
+		gdb_register(r, exec, size); /* (the allocation's name, or not) */
+	gdb_syms(r, exec);
+	if (had && !n)
+		ep__gdbjit_flush();
+	perf_syms(r, exec, pool_flags);
 	pthread_mutex_unlock(&g_lock);
 	return 0;
 }
@@ -360,8 +574,11 @@ __attribute__((destructor)) static void diag_at_exit(void)
 	if (hide)
 		hide();
 	pthread_mutex_lock(&g_lock);
-	for (struct ep__diag *r = g_records; r; r = r->next)
+	for (struct ep__diag *r = g_records; r; r = r->next) {
 		ep__unwind_hide(&r->unw);
+		for (size_t i = 0; i < r->nsyms; i++)
+			ep__unwind_hide(&r->syms[i].unw);
+	}
 	ep__gdbjit_hide();
 	ep__symtab_hide();
 	pthread_mutex_unlock(&g_lock);

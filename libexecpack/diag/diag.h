@@ -78,6 +78,10 @@ int ep__diag_set_name(struct ep__diag **d, void *exec, size_t size, bool finaliz
 		      unsigned pool_flags, const char *name, size_t want);
 int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool finalized,
 			int kind, size_t prologue, size_t frame);
+/* ep_set_symbols(), the same way (syms: n of them, unchecked). */
+struct ep_symbol;
+int ep__diag_set_symbols(struct ep__diag **d, void *exec, size_t size, bool finalized,
+			 unsigned pool_flags, const struct ep_symbol *syms, size_t n);
 
 /*
  * Under Valgrind only, at exit: fn (set by fork.c, which knows every heap
@@ -98,5 +102,7 @@ void ep__diag_fork_reset(void);
 
 /* The names table's slot of d's name (diag-symtab.h), or SIZE_MAX. */
 size_t ep__diag_name_slot(const struct ep__diag *d);
+/* Whether d has symbols (ep_set_symbols()): ep_lookup() then looks for one. */
+bool ep__diag_has_symbols(const struct ep__diag *d);
 
 #endif /* EP_DIAG_H */

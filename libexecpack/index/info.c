@@ -259,7 +259,8 @@ int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
 		.lo = a->key,
 		.hi = a->key + a->reserved,
 		.exec = (uintptr_t)a->exec,
-		.flags = (a->pack ? 0 : EP__INFO_LARGE) | (a->staging ? 0 : EP__INFO_FINALIZED),
+		.flags = (a->pack ? 0 : EP__INFO_LARGE) | (a->staging ? 0 : EP__INFO_FINALIZED) |
+			 (ep__diag_has_symbols(a->diag) ? EP__INFO_SYMBOLS : 0),
 		.pool = h->root,
 		.name = ep__diag_name_slot(a->diag) + 1, /* (SIZE_MAX + 1: 0) */
 	};
@@ -583,6 +584,11 @@ static int lookup_once(uintptr_t addr, struct ep_info *out)
 		copy_name(out, name);
 		out->exec = (void *)nlo;
 	}
+	/* a symbol holding addr names it rather than the allocation (a scan
+	 * of the names table: only for allocations that have symbols) */
+	if (have && (e.flags & EP__INFO_SYMBOLS) && ep__symtab_find(addr, &nlo, name) == 2 &&
+	    nlo >= (uintptr_t)out->exec && nlo < hi)
+		copy_name(out, name);
 	if (addr < (uintptr_t)out->exec)
 		return -ENOENT; /* in the slack before a randomized exec */
 	out->size = hi - (uintptr_t)out->exec;

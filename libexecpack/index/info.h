@@ -20,6 +20,7 @@ extern pthread_mutex_t ep__info_lock;
 /* What an entry says (its flags, set by ep__info_update()). */
 #define EP__INFO_LARGE 1u     /* the allocation is large */
 #define EP__INFO_FINALIZED 2u /* its code is live */
+#define EP__INFO_SYMBOLS 4u   /* it has symbols (ep_set_symbols()) */
 
 /*
  * An entry describes one allocation: its executable bytes [lo, hi), its

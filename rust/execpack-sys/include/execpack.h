@@ -308,6 +308,22 @@ EP_API int ep_set_name(struct ep_pool *pool, void *exec, const char *name);
  */
 EP_API int ep_set_name_size(struct ep_pool *pool, void *exec, const char *name, size_t size);
 
+/* One named part of an allocation (ep_set_symbols()). */
+struct ep_symbol {
+	size_t offset;    /* from the allocation's exec */
+	size_t size;      /* > 0 */
+	const char *name; /* copied; at most EP_NAME_MAX bytes kept */
+};
+
+/*
+ * Names for parts of one allocation (the functions of a module): replaces
+ * any earlier table of it; n == 0 removes them.  Ranges inside what the
+ * allocation has (ep_shrink() narrows them), not overlapping.  A symbol
+ * holding an address names it for ep_symbolize(), ep_lookup(), perf, gdb
+ * and libunwind; the allocation's own name (ep_set_name()) the rest.
+ */
+EP_API int ep_set_symbols(struct ep_pool *pool, void *exec, const struct ep_symbol *syms, size_t n);
+
 /* ep_set_unwind() kinds: what the unwinders are told about an allocation
  * (the DWARF kinds reach libgcc's too: C++ exceptions, backtrace()). */
 #define EP_UNWIND_NAME     0 /* name only: unw_get_proc_name() names the frame;

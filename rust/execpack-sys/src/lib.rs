@@ -116,6 +116,15 @@ pub const EP_INFO_FINALIZED: c_uint = 1 << 0;
 pub const EP_INFO_LARGE: c_uint = 1 << 1;
 pub const EP_INFO_NAMED: c_uint = 1 << 2;
 
+/// One named part of an allocation (`ep_set_symbols`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ep_symbol {
+    pub offset: usize,
+    pub size: usize,
+    pub name: *const c_char,
+}
+
 /// What `ep_lookup` says of an allocation.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -175,6 +184,12 @@ extern "C" {
         exec: *mut c_void,
         name: *const c_char,
         size: usize,
+    ) -> c_int;
+    pub fn ep_set_symbols(
+        pool: *mut ep_pool,
+        exec: *mut c_void,
+        syms: *const ep_symbol,
+        n: usize,
     ) -> c_int;
     pub fn ep_set_unwind(
         pool: *mut ep_pool,
