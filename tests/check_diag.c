@@ -8,14 +8,14 @@
  * Run twice by make check: as is, and with EXECPACK_UNWIND=dwarf
  * (tests/check_diag-dwarf.sh), which changes the default unwind kind.
  *
- * The files: diag-fixture.c and diag.h, the pool each test gets;
+ * The files: diag-fixture.c and diag-suite.h, the pool each test gets;
  * diag-names.c, names, ep_symbolize() and the perf map; diag-gdb.c, a
  * symbol's extent and GDB's JIT list; diag-planted.c, a perf map planted by
  * another user; diag-backtrace.c, libunwind and ep_backtrace().
  */
 #include "config.h"
 
-#include "diag.h"
+#include "diag-suite.h"
 
 static Suite *diag_suite(void)
 {

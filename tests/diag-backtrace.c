@@ -7,7 +7,7 @@
  */
 #include "config.h"
 
-#include "diag.h"
+#include "diag-suite.h"
 
 /* ---- JIT frames in backtraces ------------------------------------------ */
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * diag-fixture.c - check_diag's fixture: the pool every test gets (setup,
- * teardown), jit() and the perf map's lines (diag.h).
+ * teardown), jit() and the perf map's lines (diag-suite.h).
  */
 #include "config.h"
 
-#include "diag.h"
+#include "diag-suite.h"
 
 struct ep_pool *diag_pool;
 

@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "diag.h"
+#include "diag-suite.h"
 
 /* ---- how much code a symbol covers ---------------------------------------
  * A name covers the program's bytes: the allocation's by default, up to

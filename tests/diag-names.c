@@ -6,7 +6,7 @@
  */
 #include "config.h"
 
-#include "diag.h"
+#include "diag-suite.h"
 
 /* ---- ep_set_name / ep_symbolize ---------------------------------------- */
 

@@ -5,7 +5,7 @@
  */
 #include "config.h"
 
-#include "diag.h"
+#include "diag-suite.h"
 
 /* ---- the perf map in a /tmp that another user writes to ------------------
  * /tmp/perf-<pid>.map has a name anyone can predict.  Another user plants

@@ -305,8 +305,10 @@ void ep__info_hide(void)
 	for (size_t i = 0; i < high; i++) {
 		struct info_slot *s = slot_at(i);
 
-		if (s)
+		if (s) {
 			ep__diag_hide_word(s->e, sizeof(s->e));
+			ep__diag_hide_word(&s->ikey, sizeof(s->ikey)); /* (a key is an address) */
+		}
 	}
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * diag.h - what check_diag's files share: the fixture (diag-fixture.c)
+ * diag-suite.h - what check_diag's files share: the fixture (diag-fixture.c)
  * and each family's function that adds its tests to the suite
  * (check_diag.c).
  */
