@@ -54,13 +54,6 @@ static void window_close(struct ep__alloc *a)
 	}
 }
 
-int ep__patch_shrink_check(const struct ep__alloc *a, size_t keep)
-{
-	const struct ep__patch *w = a->patch;
-
-	return w && w->win && w->win + w->win_len > a->key + keep ? -EBUSY : 0;
-}
-
 /* Open the window on [x, x+len) of a (entered, finalized, with a record). */
 static int window_open(struct ep__heap *h, struct ep__alloc *a, uintptr_t x, size_t len,
 		       void **rw)

@@ -12,9 +12,6 @@
 
 #include "types.h"
 
-/* ep_shrink() to keep bytes from a->key: -EBUSY while a window reaches past. */
-int ep__patch_shrink_check(const struct ep__alloc *a, size_t keep);
-
 /* ep_patch_begin(), ep_patch_commit(), ep_patch_abort() on h, the heap
  * that owns exec (api.c checked the arguments and found it). */
 int ep__patch_begin(struct ep__heap *h, void *exec, size_t len, void **rw);

@@ -25,7 +25,6 @@
 #include "limit.h"
 #include "lookup.h"
 #include "pack.h"
-#include "patch.h"
 #include "ranges.h"
 #include "records.h"
 #include "region.h"
@@ -710,7 +709,7 @@ int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size)
 				a->key + a->reserved - (uintptr_t)a->exec, size, h->flags);
 		goto out;
 	}
-	if ((rc = ep__patch_shrink_check(a, keep)) || (rc = alloc_enter(a)))
+	if ((rc = ep__rec_shrink_check(a, keep)) || (rc = alloc_enter(a)))
 		goto out; /* (a window open past keep: -EBUSY) */
 	size_t cut = a->reserved - keep;
 	struct ep__region *r = ep__alloc_region(a);

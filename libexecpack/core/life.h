@@ -8,6 +8,7 @@
 #ifndef EP_LIFE_H
 #define EP_LIFE_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -49,5 +50,14 @@ void ep__rec_changed(struct ep__heap *h, struct ep__alloc *a);
 /* The allocation is gone (ep_free(), ep_pool_destroy()): an open window
  * closes, its buffers, the kept staging and the entry go now. */
 void ep__rec_forget(struct ep__heap *h, struct ep__alloc *a);
+
+/* ep_shrink() to keep bytes: -EBUSY where an open window lies past them
+ * (it would lose its bytes), else 0. */
+static inline int ep__rec_shrink_check(const struct ep__alloc *a, size_t keep)
+{
+	const struct ep__patch *w = a->patch;
+
+	return w && w->win && w->win + w->win_len > a->key + keep ? -EBUSY : 0;
+}
 
 #endif /* EP_LIFE_H */
