@@ -10,6 +10,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -383,6 +384,11 @@ static void on_segv_in_write(int sig, siginfo_t *si, void *ctx)
  * itself for ever when a miss took the heaps' locks). */
 START_TEST(test_lookup_in_handler_of_locked_call)
 {
+	if (RUNNING_ON_VALGRIND) {
+		/* (memcheck reports the copy's deliberate fault as an error) */
+		printf("SKIP a SIGSEGV in ep_write() under valgrind: the fault is a memcheck error\n");
+		return;
+	}
 	pid_t pid = fork();
 
 	ck_assert_int_ge(pid, 0);
@@ -485,7 +491,7 @@ END_TEST
 struct churn_pools {
 	void *code; /* (plain: the __atomic builtins; clang takes no _Atomic) */
 	int stop;
-	unsigned long hits, misses;
+	unsigned long hits, misses, batches;
 };
 
 static void *looker(void *arg)
@@ -508,6 +514,7 @@ static void *looker(void *arg)
 			else
 				ck_abort_msg("ep_lookup: %d", rc);
 		}
+		__atomic_add_fetch(&c->batches, 1, __ATOMIC_RELEASE);
 	}
 	return NULL;
 }
@@ -529,14 +536,18 @@ START_TEST(test_lookup_vs_destroy)
 
 		ck_assert_int_eq(ep_alloc(p, 3 << 20, &big), 0); /* a large one too */
 		__atomic_store_n(&c.code, x, __ATOMIC_RELEASE);
-		for (volatile int spin = 0; spin < 2000; spin++)
-			;
+		/* the looker at work on this pool's code (two batches: one began
+		 * after the store), then the destroy races its next ones */
+		unsigned long b = __atomic_load_n(&c.batches, __ATOMIC_ACQUIRE);
+
+		while (__atomic_load_n(&c.batches, __ATOMIC_ACQUIRE) < b + 2)
+			sched_yield();
 		ep_pool_destroy(p);
 		__atomic_store_n(&c.code, NULL, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
-	ck_assert_uint_gt(c.hits + c.misses, 0);
+	ck_assert_uint_gt(c.hits, 0); /* (each round waited for lookups of live code) */
 }
 END_TEST
 
