@@ -16,7 +16,7 @@
  * buffer (img.rw), which the library aligns to the code modulo
  * EP_STAGE_ALIGN, so the labels sljit aligns on its write pointer are
  * aligned where the code runs.  Every hook finds its allocation with
- * ep_lookup(): no state of its own, no thread-local "current image".
+ * ep_lookup_rw(): no state of its own, no thread-local "current image".
  *
  *   SLJIT_MALLOC_EXEC(size)        ep_alloc(); returns img.rw
  *   SLJIT_EXEC_OFFSET(rw)          img.exec - img.rw, by ep_lookup_rw(rw)
