@@ -462,7 +462,7 @@ START_TEST(test_live_never_missing)
 {
 	struct flip f = { .p = make_pool(0, 0) };
 	pthread_t t;
-	unsigned long n = tu_quick() ? 50000 : 400000, bad = 0;
+	unsigned long n = tu_quick() ? 20000 : 100000, bad = 0;
 
 	f.lsize = 64 * 40; /* > 31 chunks: not in the byte */
 	f.ssize = 192;
@@ -526,7 +526,7 @@ START_TEST(test_lookup_vs_destroy)
 {
 	struct churn_pools c = { 0 };
 	pthread_t t;
-	int rounds = tu_quick() ? 100 : 400;
+	int rounds = tu_quick() ? 40 : 150;
 
 	ck_assert_int_eq(pthread_create(&t, NULL, looker, &c), 0);
 	for (int r = 0; r < rounds; r++) {
