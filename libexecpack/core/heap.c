@@ -239,8 +239,12 @@ void ep__heap_destroy(struct ep__heap *h)
 
 		h->head = p->next;
 		ep__route_clear((uintptr_t)p->r.exec, p->r.size);
-		ep__region_drop(h, &p->r);
-		ep__store_release(&p->r.exec, NULL);
+		/* (a lookup may still read r.exec: the address goes first, the
+		 * mapping through a copy, as pack_release() does) */
+		struct ep__region r = p->r;
+
+		ep__store_seq_cst(&p->r.exec, NULL);
+		ep__region_drop(h, &r);
 		p->next = h->spare_packs;
 		h->spare_packs = p;
 	}
