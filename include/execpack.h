@@ -163,6 +163,26 @@ EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out);
 EP_API int ep_alloc_aligned(struct ep_pool *pool, size_t size, size_t align,
 			    struct ep_image *out);
 
+/* ---- data beside the code (ep_alloc_data(3)) ---- */
+
+/* ep_alloc_data() kinds */
+#define EP_DATA_RO 1u /* read-only after ep_finalize(): never writable, never executable */
+#define EP_DATA_RW 2u /* read-write at image.exec after ep_finalize(), never executable */
+
+/*
+ * Reserve size bytes of data (align as ep_alloc_aligned(); 0: the chunk
+ * size) in the pool's data packs, which lie inside the pool's code range
+ * (or near's window), so that every allocation of code of the pool reaches
+ * every allocation of data with a 32-bit PC-relative fixup (x86-64) or
+ * ADRP (arm64).  Staged as code is: out->rw until ep_finalize(), which
+ * copies it to out->exec (the data's final address) and maps it read-only
+ * (EP_DATA_RO) or leaves it writable there (EP_DATA_RW).  ep_write(),
+ * ep_finalize(), ep_free(), ep_shrink(), ep_lookup() and groups take
+ * out->exec as for code.  See ep_alloc_data(3).
+ */
+EP_API int ep_alloc_data(struct ep_pool *pool, size_t size, size_t align,
+			 unsigned kind, struct ep_image *out);
+
 /*
  * Copy len bytes to the executable address dst, which must lie with all
  * its len bytes inside one live allocation.  Before ep_finalize() this
@@ -183,6 +203,22 @@ EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src,
 
 /* Copy the staging buffer into place and make it executable. Once only. */
 EP_API int ep_finalize(struct ep_pool *pool, void *exec);
+
+/*
+ * ep_finalize() of n allocations as one: all of them, or (on any error,
+ * which is returned) none, each left staged as it was.  See
+ * ep_finalize_group(3).
+ */
+EP_API int ep_finalize_group(struct ep_pool *pool, void *const *execs, size_t n);
+
+/*
+ * Keep this allocation's staging buffer (image.rw, its bytes as written)
+ * past ep_finalize() until ep_release_staging() or ep_free(): a linker's
+ * view of the code stays valid while it still reads it.  Call before
+ * ep_finalize().  See ep_keep_staging(3).
+ */
+EP_API int ep_keep_staging(struct ep_pool *pool, void *exec);
+EP_API int ep_release_staging(struct ep_pool *pool, void *exec);
 
 /* Release an allocation (exact image.exec only); refills it with traps. */
 EP_API int ep_free(struct ep_pool *pool, void *exec);
