@@ -257,14 +257,15 @@ START_TEST(test_lookup_vs_destroy)
 }
 END_TEST
 
-/* 25. A group finalized (ep_finalize_group()) while another thread
- * finalizes one of its members alone and frees a neighbour, and a third
- * looks the members up: the group and the lone finalize each either wins
- * or fails with -EINVAL, changing nothing (a lost group leaves the other
+/* 25. A group finalized (ep_finalize_group()), one member staged by
+ * another thread (in its heap: two heaps' locks), while that thread
+ * finalizes another member alone and frees a neighbour, and a third looks
+ * the members up: the group and the lone finalize each either wins or
+ * fails with -EINVAL, changing nothing (a lost group leaves the other
  * members staged); a lookup never sees a member go back to staged, and
  * sees its code in place once it is finalized; the kept staging buffer of
  * a member still holds its bytes after the group. */
-static unsigned char *g_kept_rw;
+static unsigned char *g_kept_rw, *g_theirs;
 
 static void s25_owner(int id)
 {
@@ -282,9 +283,12 @@ static void s25_owner(int id)
 		return;
 	il_pub[2] = img.exec;
 
-	void *execs[3] = { il_pub[0], il_pub[1], il_pub[2] };
+	while (!g_theirs)
+		ep__il_blocked("script wait");
 
-	il_rc[id][1] = ep_finalize_group(il_pool, execs, 3);
+	void *execs[4] = { il_pub[0], il_pub[1], il_pub[2], g_theirs };
+
+	il_rc[id][1] = ep_finalize_group(il_pool, execs, 4);
 	for (int i = 0; i < 300; i++)
 		if (g_kept_rw[i] != 0x11)
 			il_fail("kept staging byte %d: %#x", i, g_kept_rw[i]);
@@ -293,6 +297,7 @@ static void s25_owner(int id)
 
 static void s25_other(int id)
 {
+	g_theirs = il_jit(64 * 2, 0);
 	il_rc[id][0] = ep_finalize(il_pool, il_await(1));
 	il_rc[id][1] = il_do_free(il_await(3));
 }
@@ -327,7 +332,7 @@ static void s25(unsigned long seed)
 	void (*fns[])(int) = { s25_owner, s25_other, s25_looker };
 
 	memset(il_pub, 0, sizeof(il_pub));
-	g_kept_rw = NULL;
+	g_kept_rw = g_theirs = NULL;
 	il_pool_begin(NULL);
 	il_run(seed, fns, 3);
 	int group = il_rc[0][1], lone = il_rc[1][0];
@@ -338,9 +343,10 @@ static void s25(unsigned long seed)
 		il_fail("group %d and lone finalize %d: not one winner", group, lone);
 	else if (il_rc[0][2]) /* (a lost group: the request withdrawn) */
 		il_fail("release after group %d: %d", group, il_rc[0][2]);
-	for (int i = 0; i < 3 && !il_failed; i++) {
+	for (int i = 0; i < 4 && !il_failed; i++) {
 		struct ep_info in;
-		int fin = ep_lookup(il_pub[i], &in) == 0 && (in.flags & EP_INFO_FINALIZED);
+		void *x = i < 3 ? il_pub[i] : g_theirs;
+		int fin = ep_lookup(x, &in) == 0 && (in.flags & EP_INFO_FINALIZED);
 
 		/* (lost: the lone one finalized member 1 only) */
 		if (fin != (group == 0 || i == 1))
