@@ -7,7 +7,8 @@
  * ep_release_staging(): the kept buffer still holds the bytes written
  * after ep_finalize(), a group and ep_finalize_size(), ep_lookup() maps it
  * and a patch window opens in it; it goes back at release and at free (the
- * next allocation of its size gets the very buffer).  Bad input.
+ * next allocation of its size gets the very buffer) and with the pool;
+ * ep_shrink() narrows its map.  Bad input.
  */
 #include <check.h>
 #include <errno.h>
@@ -324,6 +325,27 @@ START_TEST(test_release_before_finalize)
 }
 END_TEST
 
+/* ep_shrink() after finalizing: the kept copy maps only what is left. */
+START_TEST(test_kept_after_shrink)
+{
+	struct ep_pool *p = make_pool(0);
+	struct ep_image img = stage(p, 1000, 12);
+	struct ep_info info;
+
+	ck_assert_int_eq(ep_keep_staging(p, img.exec), 0);
+	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+	ck_assert_int_eq(ep_lookup(img.exec, &info), 0);
+	ck_assert_uint_eq(info.patch_len, info.size);
+	ck_assert_int_eq(ep_shrink(p, img.exec, 64), 0);
+	ck_assert_int_eq(ep_lookup(img.exec, &info), 0);
+	ck_assert_uint_eq(info.size, 64);
+	ck_assert_uint_eq(info.patch_len, 64);
+	ck_assert_ptr_eq(info.patch_rw, img.rw);
+	ck_assert(memcmp(img.rw, img.exec, 64) == 0); /* (the code left, as it was) */
+	ep_pool_destroy(p); /* (a kept buffer of a live allocation goes with it) */
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
 	struct ep_pool *p = make_pool(0);
@@ -360,6 +382,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_keep_staging, 4, 7);
 	tcase_add_loop_test(tc, test_kept_goes_back, 0, 2);
 	tcase_add_test(tc, test_release_before_finalize);
+	tcase_add_test(tc, test_kept_after_shrink);
 	tcase_add_test(tc, test_bad_input);
 	suite_add_tcase(s, tc);
 
