@@ -203,6 +203,59 @@ EP_API int ep_finalize(struct ep_pool *pool, void *exec)
 	return rc ? rc : ep__heap_finalize(h, pack, exec);
 }
 
+/* (members on the stack up to this many: a module's few segments) */
+#define GROUP_FEW 8
+
+EP_API int ep_finalize_group(struct ep_pool *pool, void *const *execs, size_t n)
+{
+	if (!pool || !execs || n == 0 || n > SIZE_MAX / sizeof(struct ep__group_item))
+		return -EINVAL;
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	struct ep__group_item few[GROUP_FEW];
+	struct ep__group_item *m = n <= GROUP_FEW ? few : malloc(n * sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !rc; i++) {
+		m[i].exec = execs[i];
+		m[i].h = execs[i] ? owner_of(pool, execs[i], &m[i].hint) : NULL;
+		if (!m[i].h)
+			rc = -EINVAL; /* (before any lock: nothing to undo) */
+	}
+	if (!rc)
+		rc = ep__heap_finalize_group(m, n);
+	if (m != few)
+		free(m);
+	return rc;
+}
+
+EP_API int ep_keep_staging(struct ep_pool *pool, void *exec)
+{
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
+	if (!pool || !exec)
+		return -EINVAL;
+	int rc = call_owner(pool, exec, &h, &pack);
+
+	return rc ? rc : ep__heap_keep_staging(h, pack, exec);
+}
+
+EP_API int ep_release_staging(struct ep_pool *pool, void *exec)
+{
+	struct ep__heap *h;
+	struct ep__pack *pack;
+
+	if (!pool || !exec)
+		return -EINVAL;
+	int rc = call_owner(pool, exec, &h, &pack);
+
+	return rc ? rc : ep__heap_release_staging(h, pack, exec);
+}
+
 EP_API int ep_free(struct ep_pool *pool, void *exec)
 {
 	struct ep__heap *h;

@@ -628,6 +628,167 @@ out:
 	return rc;
 }
 
+static int group_order(const void *x, const void *y)
+{
+	const struct ep__group_item *a = x, *b = y;
+
+	if (a->h != b->h)
+		return (uintptr_t)a->h < (uintptr_t)b->h ? -1 : 1;
+	if (a->exec != b->exec)
+		return (uintptr_t)a->exec < (uintptr_t)b->exec ? -1 : 1;
+	return 0;
+}
+
+/* Every heap of the group locked.  Two at once only under the pool's
+ * heaps_lock: the fork handlers take every pool's first (fork.c), and no
+ * other thread ever holds two heap locks, so none waits for this one. */
+static void group_lock(struct ep__group_item *m, size_t n, bool many)
+{
+	if (many)
+		ep__mutex_lock(&m[0].h->root->heaps_lock);
+	for (size_t i = 0; i < n; i++)
+		if (!i || m[i].h != m[i - 1].h)
+			ep__lock(&m[i].h->lock);
+}
+
+static void group_unlock(struct ep__group_item *m, size_t n, bool many)
+{
+	for (size_t i = n; i-- > 0;)
+		if (!i || m[i].h != m[i - 1].h)
+			ep__unlock(&m[i].h->lock);
+	if (many)
+		ep__mutex_unlock(&m[0].h->root->heaps_lock);
+}
+
+/* The members entered so far go back to staged (REC, as they were). */
+static void group_leave(struct ep__group_item *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		alloc_leave(m[i].a->pack, m[i].a->chunk, EP__ST_REC);
+}
+
+/*
+ * ep_finalize_group()'s work, in two phases under every member's heap
+ * lock.  First all that can fail, member by member: each found staged and
+ * entered, what kept staging needs made, its region made ours after a
+ * fork, its staging copied into place.  No member is finalized by any of
+ * it: ep_lookup() (no lock) reads it staged until its staging buffer goes
+ * and its state or entry says finalized, so an error leaves every member
+ * staged, and the bytes already copied are refilled with traps, as a
+ * staged allocation's chunks held them (only a refill that fails too
+ * leaves them, as a failed ep_finalize() leaves a partial copy).  Then the
+ * publication, which cannot fail: diagnostics, staging given back or
+ * kept, the record settled, member by member.
+ */
+int ep__heap_finalize_group(struct ep__group_item *m, size_t n)
+{
+	size_t entered = 0, copied = 0;
+	bool many = false;
+	int rc = 0;
+
+	qsort(m, n, sizeof(*m), group_order);
+	for (size_t i = 1; i < n; i++) {
+		if (m[i].exec == m[i - 1].exec)
+			return -EINVAL; /* one allocation twice */
+		many |= m[i].h != m[i - 1].h;
+	}
+	group_lock(m, n, many);
+	for (size_t i = 0; i < n; i++) {
+		struct ep__alloc view;
+
+		m[i].a = ep__alloc_exact(m[i].h, m[i].hint, m[i].exec, &view);
+		if (!m[i].a || !m[i].a->staging) {
+			rc = -EINVAL; /* not live, or finalized already */
+			goto undo;
+		}
+	}
+	for (; entered < n; entered++) {
+		struct ep__alloc *a = m[entered].a;
+
+		if ((rc = alloc_enter(a)))
+			goto undo;
+		rc = ep__rec_finalizing(m[entered].h, a); /* life.c: what is kept */
+		if (!rc)
+			rc = ep__own_region(m[entered].h, ep__alloc_region(a));
+		if (rc) {
+			entered++;
+			goto undo;
+		}
+	}
+	for (; copied < n; copied++) {
+		struct ep__alloc *a = m[copied].a;
+
+		EP_YIELD("code write");
+		rc = ep__region_write(m[copied].h, ep__alloc_region(a), ep__alloc_region_off(a),
+				      a->staging, a->reserved);
+		if (rc)
+			goto undo;
+		ep__code_changed((void *)a->key, a->reserved);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ep__heap *h = m[i].h;
+		struct ep__alloc *a = m[i].a;
+		struct ep__pack *p = a->pack;
+		size_t c = a->chunk;
+
+		EP_YIELD("group publish");
+		ep__diag_finalize(h, &a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
+				  h->flags);
+		ep__rec_finalized(h, a); /* the staging buffer given back or kept */
+		alloc_leave(p, c, ep__rec_settle(h, a));
+	}
+	group_unlock(m, n, many);
+	return 0;
+undo:
+	while (copied-- > 0) {
+		struct ep__alloc *a = m[copied].a;
+
+		EP_YIELD("code write");
+		if (!ep__region_fill(m[copied].h, ep__alloc_region(a), ep__alloc_region_off(a),
+				     a->reserved))
+			ep__code_changed((void *)a->key, a->reserved);
+	}
+	group_leave(m, entered);
+	group_unlock(m, n, many);
+	return rc;
+}
+
+/* ep_keep_staging(), ep_release_staging(): a's kept staging (life.c). */
+static int staging_call(struct ep__heap *h, struct ep__pack *hint, void *exec, bool keep)
+{
+	struct ep__alloc view;
+	int rc;
+
+	ep__lock(&h->lock);
+	struct ep__alloc *a = ep__alloc_exact(h, hint, exec, &view);
+
+	if (!a || a->norec || (keep && !a->staging)) {
+		/* not live; a view has nothing kept; too late to keep */
+		rc = -EINVAL;
+		goto out;
+	}
+	if ((rc = alloc_enter(a)))
+		goto out;
+	struct ep__pack *p = a->pack;
+	size_t c = a->chunk;
+
+	rc = keep ? ep__rec_keep_staging(h, a) : ep__rec_release_staging(h, a);
+	alloc_leave(p, c, ep__rec_settle(h, a));
+out:
+	ep__unlock(&h->lock);
+	return rc;
+}
+
+int ep__heap_keep_staging(struct ep__heap *h, struct ep__pack *hint, void *exec)
+{
+	return h && exec ? staging_call(h, hint, exec, true) : -EINVAL;
+}
+
+int ep__heap_release_staging(struct ep__heap *h, struct ep__pack *hint, void *exec)
+{
+	return h && exec ? staging_call(h, hint, exec, false) : -EINVAL;
+}
+
 int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec)
 {
 	if (!h || !exec)

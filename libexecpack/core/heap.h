@@ -35,6 +35,22 @@ int ep__heap_write(struct ep__heap *h, void *dst, const void *src, size_t len);
 /* (hint: the pack route.h named for exec, or NULL: ep__alloc_exact()) */
 int ep__heap_finalize(struct ep__heap *h, struct ep__pack *hint, void *exec);
 int ep__heap_free(struct ep__heap *h, struct ep__pack *hint, void *exec);
+
+/* One member of ep_finalize_group(): exec, the heap route.h names as its
+ * owner and that pack (the hint); a is the heap's (under its lock). */
+struct ep__group_item {
+	void *exec;
+	struct ep__heap *h;
+	struct ep__pack *hint;
+	struct ep__alloc *a;
+};
+
+/* ep_finalize_group(3): m (n > 0, reordered) all finalized or none.  The
+ * heaps are locked there, each member's owner checked under its lock. */
+int ep__heap_finalize_group(struct ep__group_item *m, size_t n);
+/* ep_keep_staging(3), ep_release_staging(3) */
+int ep__heap_keep_staging(struct ep__heap *h, struct ep__pack *hint, void *exec);
+int ep__heap_release_staging(struct ep__heap *h, struct ep__pack *hint, void *exec);
 int ep__heap_shrink(struct ep__heap *h, void *exec, size_t size);
 int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name, size_t size);
 int ep__heap_set_unwind(struct ep__heap *h, void *exec, int kind, size_t prologue, size_t frame);

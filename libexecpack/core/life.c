@@ -40,7 +40,7 @@ int ep__rec_finalizing(struct ep__heap *h, struct ep__alloc *a)
 
 void ep__rec_finalized(struct ep__heap *h, struct ep__alloc *a)
 {
-	if (a->patch && (h->flags & EP_F_KEEP_STAGING)) {
+	if (a->patch && ((h->flags & EP_F_KEEP_STAGING) || a->patch->keep)) {
 		a->patch->kept = a->staging;
 		a->patch->kept_class = a->stash_class;
 		ep__stage_trim(a->staging, a->reserved); /* (ep_finalize_size: the used length) */
@@ -50,6 +50,51 @@ void ep__rec_finalized(struct ep__heap *h, struct ep__alloc *a)
 	a->staging = NULL;
 	if (a->info)
 		(void)ep__info_update(h, a); /* (claimed: cannot fail) */
+}
+
+int ep__rec_keep_staging(struct ep__heap *h, struct ep__alloc *a)
+{
+	(void)h;
+	if (a->patch) {
+		a->patch->keep = 1; /* (asked again, or the pool's flag made it) */
+		return 0;
+	}
+	struct ep__patch *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	/* the entry that will map the kept copy (ep_lookup_rw()), claimed now,
+	 * so that ep_finalize() and groups find nothing left to fail here */
+	int rc = ep__info_claim(a);
+
+	if (rc) {
+		free(w);
+		return rc;
+	}
+	w->keep = 1;
+	a->patch = w;
+	return 0;
+}
+
+int ep__rec_release_staging(struct ep__heap *h, struct ep__alloc *a)
+{
+	struct ep__patch *w = a->patch;
+
+	if (!w || (a->staging ? !w->keep : !w->kept))
+		return -EINVAL;
+	if (w->win)
+		return -EBUSY; /* the window's bytes are in it */
+	unsigned char *kept = w->kept;
+	int cls = w->kept_class;
+
+	/* the entry stops naming the buffer before it goes (a lookup that read
+	 * it earlier only ever holds the address) */
+	free(w);
+	a->patch = NULL;
+	if (a->info)
+		(void)ep__info_update(h, a); /* (claimed, or dropped: cannot fail) */
+	ep__stage_put(h, kept, cls);
+	return 0;
 }
 
 void ep__rec_changed(struct ep__heap *h, struct ep__alloc *a)

@@ -23,8 +23,9 @@ struct ep__patch {
 	unsigned char *win_rw; /* where the caller writes */
 	unsigned char *own;    /* the window's own buffer (NULL: in kept) */
 	unsigned char *snap;   /* the live bytes at begin */
-	unsigned char *kept;   /* EP_F_KEEP_STAGING: the staging buffer */
+	unsigned char *kept;   /* EP_F_KEEP_STAGING, ep_keep_staging(): the staging buffer */
 	int kept_class;
+	int keep;              /* ep_keep_staging() asked for kept (not the pool's flag) */
 };
 
 /* The window's buffers (the kept staging buffer is not one of them). */
@@ -45,6 +46,14 @@ int ep__rec_large(struct ep__heap *h, struct ep__alloc *a);
 int ep__rec_finalizing(struct ep__heap *h, struct ep__alloc *a);
 /* ... and has: the staging buffer is kept or given back (a->staging NULL). */
 void ep__rec_finalized(struct ep__heap *h, struct ep__alloc *a);
+/* ep_keep_staging(): a (staged, entered) keeps its staging buffer past
+ * ep_finalize().  -ENOMEM if what that needs cannot be made (nothing
+ * changed then); ep_finalize() then cannot fail for want of it. */
+int ep__rec_keep_staging(struct ep__heap *h, struct ep__alloc *a);
+/* ep_release_staging(): a (entered) gives its kept buffer up (staged: the
+ * request is withdrawn).  -EINVAL: none kept or asked for; -EBUSY: a patch
+ * window is open in it. */
+int ep__rec_release_staging(struct ep__heap *h, struct ep__alloc *a);
 /* a's exec or length changed (a large one placed, a shrink done). */
 void ep__rec_changed(struct ep__heap *h, struct ep__alloc *a);
 /* The allocation is gone (ep_free(), ep_pool_destroy()): an open window
