@@ -340,6 +340,33 @@ START_TEST(test_lookup_name_shrink)
 }
 END_TEST
 
+/* An emptied data pack is kept against churn, beside the code heap's
+ * (a linker frees and allocates data with each module), until trim. */
+START_TEST(test_pack_kept)
+{
+	struct ep_pool *p = make_pool(RANGE, NULL, 0);
+	struct ep_stats st;
+	int rc;
+	void *code = tu_jit_ret(p, 100, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(ep_free(p, code), 0);
+	void *d = data(p, 100, EP_DATA_RO, 1);
+
+	ck_assert_int_eq(ep_free(p, d), 0);
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.packs, 2);
+	void *again = data(p, 100, EP_DATA_RO, 2);
+
+	ck_assert_ptr_eq(again, d); /* the same pack, not a new mapping */
+	ck_assert_int_eq(ep_free(p, again), 0);
+	ck_assert_int_eq(ep_pool_trim(p, NULL), 0);
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.packs, 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 struct fork_args {
 	struct ep_pool *p;
 	unsigned char *ro, *rw;
@@ -543,6 +570,7 @@ int main(void)
 	tcase_add_test(tc, test_stats_limit);
 	tcase_add_test(tc, test_free_trim_reuse);
 	tcase_add_test(tc, test_lookup_name_shrink);
+	tcase_add_test(tc, test_pack_kept);
 	tcase_add_test(tc, test_fork);
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_hugetlb);
