@@ -133,7 +133,22 @@ struct ep_config {
 	 * The staging buffer still lines up with exec modulo EP_STAGE_ALIGN.
 	 */
 	size_t chunk_size;
+	/*
+	 * Memory given back by itself (0, or a caller's sz that ends before
+	 * this field: the default, EXECPACK_PURGE_DELAY_MS or 10 ms): a pack
+	 * that empties with more than EP_PURGE_AT_ONCE bytes committed is
+	 * uncommitted down to its first page at once; one with less, once it
+	 * has been kept this many milliseconds, by the next ep_free() that
+	 * empties a pack of the heap.  EP_PURGE_NEVER: only ep_pool_trim().
+	 * Negative values other than it: -EINVAL.  See ep_pool_trim(3).
+	 */
+	long purge_delay_ms;
 };
+
+/* ep_config.purge_delay_ms: nothing given back but by ep_pool_trim() */
+#define EP_PURGE_NEVER (-1L)
+/* committed bytes past which an emptied pack is uncommitted at once */
+#define EP_PURGE_AT_ONCE ((size_t)256 << 10)
 
 /* What ep_alloc() hands out. */
 struct ep_image {
