@@ -170,6 +170,15 @@ struct ep_stats {
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out);
 EP_API void ep_pool_destroy(struct ep_pool *pool);
 
+/*
+ * The process-wide pool (all defaults) that libraries with no allocator
+ * hook share: made by the first call, from any thread, the same pool for
+ * every caller after, in a forked child too; never destroyed
+ * (ep_pool_destroy() ignores it).  NULL when it cannot be made now (a
+ * later call tries again).  See ep_default_pool(3).
+ */
+EP_API struct ep_pool *ep_default_pool(void);
+
 /* Reserve size bytes of executable memory; see ep_alloc(3). */
 EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out);
 /* The same with image.exec a multiple of align (a power of two: up to the
