@@ -133,7 +133,22 @@ struct ep_config {
 	 * The staging buffer still lines up with exec modulo EP_STAGE_ALIGN.
 	 */
 	size_t chunk_size;
+	/*
+	 * Memory given back by itself (0, or a caller's sz that ends before
+	 * this field: the default, EXECPACK_PURGE_DELAY_MS or 10 ms): a pack
+	 * that empties with more than EP_PURGE_AT_ONCE bytes committed is
+	 * uncommitted down to its first page at once; one with less, once it
+	 * has been kept this many milliseconds, by the next ep_free() that
+	 * empties a pack of the heap.  EP_PURGE_NEVER: only ep_pool_trim().
+	 * Negative values other than it: -EINVAL.  See ep_pool_trim(3).
+	 */
+	long purge_delay_ms;
 };
+
+/* ep_config.purge_delay_ms: nothing given back but by ep_pool_trim() */
+#define EP_PURGE_NEVER (-1L)
+/* committed bytes past which an emptied pack is uncommitted at once */
+#define EP_PURGE_AT_ONCE ((size_t)256 << 10)
 
 /* What ep_alloc() hands out. */
 struct ep_image {
@@ -154,6 +169,15 @@ struct ep_stats {
 /* Pools.  cfg NULL: all defaults.  cfg->sz must be set. */
 EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out);
 EP_API void ep_pool_destroy(struct ep_pool *pool);
+
+/*
+ * The process-wide pool (all defaults) that libraries with no allocator
+ * hook share: made by the first call, from any thread, the same pool for
+ * every caller after, in a forked child too; never destroyed
+ * (ep_pool_destroy() ignores it).  NULL when it cannot be made now (a
+ * later call tries again).  See ep_default_pool(3).
+ */
+EP_API struct ep_pool *ep_default_pool(void);
 
 /* Reserve size bytes of executable memory; see ep_alloc(3). */
 EP_API int ep_alloc(struct ep_pool *pool, size_t size, struct ep_image *out);

@@ -18,6 +18,7 @@
 #include "config-open.h"
 #include "fork.h"
 #include "heap.h"
+#include "interleave.h"
 #include "info.h"
 #include "pack.h"
 #include "patch.h"
@@ -102,10 +103,13 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 	return 0;
 }
 
+/* ep_default_pool()'s pool, published once; never destroyed. */
+static struct ep_pool *_Atomic g_default;
+
 EP_API void ep_pool_destroy(struct ep_pool *pool)
 {
-	if (!pool)
-		return;
+	if (!pool || pool == ep__load_acquire(&g_default))
+		return; /* (the default pool outlives every library that shares it) */
 	ep__fork_check();
 	ep__registry_remove_pool(pool);
 	/* the first heap last: it closes the backend the others share */
@@ -121,6 +125,36 @@ EP_API void ep_pool_destroy(struct ep_pool *pool)
 	if (ep__under_valgrind())
 		VALGRIND_HG_ENABLE_CHECKING(pool, sizeof(*pool));
 	free(pool);
+}
+
+/*
+ * The process-wide pool, for libraries with no allocator hook: made by the
+ * first call, with the defaults, and published by a compare-and-swap, so
+ * that threads racing to make it agree (the losers destroy theirs) and no
+ * lock or once-flag is ever held: a fork() at any moment leaves the child
+ * either the parent's pool, which the child's first call makes its own
+ * (fork.h) as any pool, or none yet.  NULL when none can be made now; a
+ * later call tries again.
+ */
+EP_API struct ep_pool *ep_default_pool(void)
+{
+	struct ep_pool *p = ep__load_acquire(&g_default);
+
+	if (__builtin_expect(p != NULL, 1)) {
+		VG_HAPPENS_AFTER(&g_default);
+		return p;
+	}
+	struct ep_pool *mine;
+
+	if (ep_pool_create(NULL, &mine))
+		return NULL;
+	EP_YIELD("default pool");
+	VG_HAPPENS_BEFORE(&g_default);
+	if (ep__cas_acq_rel(&g_default, &p, mine))
+		return mine;
+	VG_HAPPENS_AFTER(&g_default);
+	ep_pool_destroy(mine); /* another thread's came first */
+	return p;
 }
 
 /* Whether a call may go on: -EDEADLK inside a fill function, else 0 (a

@@ -14,5 +14,10 @@ int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_confi
 /* ep_backend_probe()'s work (api.c makes the call). */
 int ep__backend_probe(enum ep_backend backend, const struct ep_config *cfg_in, char *why,
 		      size_t whylen);
+/* The default of ep_config.purge_delay_ms. */
+#define EP__PURGE_DELAY_MS 10L
+/* ep_config.purge_delay_ms (checked) with EXECPACK_PURGE_DELAY_MS for 0:
+ * milliseconds, or < 0 for never. */
+long ep__purge_delay(long cfg_ms);
 
 #endif /* EP_CONFIG_OPEN_H */

@@ -201,6 +201,8 @@ int ep__config_open(const struct ep_config *cfg_in, int backend, struct ep_confi
 	if (cfg->chunk_size && cfg->chunk_size != 16 && cfg->chunk_size != 32 &&
 	    cfg->chunk_size != EP_CHUNK_SIZE)
 		return -EINVAL;
+	if (cfg->purge_delay_ms < 0 && cfg->purge_delay_ms != EP_PURGE_NEVER)
+		return -EINVAL;
 	if (cfg->pack_size % ep__page_size()) {
 		/* no backend's pages divide it: a bad config whatever backend
 		 * could open now */
@@ -260,3 +262,27 @@ int ep__backend_probe(enum ep_backend backend, const struct ep_config *cfg_in, c
 	return 0;
 }
 
+
+/* ep_config.purge_delay_ms, checked: 0 takes EXECPACK_PURGE_DELAY_MS (a
+ * count of milliseconds, or "never"; anything else is ignored) or the
+ * default.  < 0: never. */
+long ep__purge_delay(long cfg_ms)
+{
+	if (cfg_ms)
+		return cfg_ms < 0 ? -1 : cfg_ms;
+
+	const char *env = secure_getenv("EXECPACK_PURGE_DELAY_MS");
+
+	if (env && *env) {
+		char *end;
+		long v;
+
+		if (!strcmp(env, "never"))
+			return -1;
+		errno = 0;
+		v = strtol(env, &end, 10);
+		if (!*end && !errno && v >= 0)
+			return v;
+	}
+	return EP__PURGE_DELAY_MS;
+}

@@ -2,7 +2,7 @@
 /*
  * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
  *
- * Twelve workloads, each run for libexecpack and, in the same process and
+ * Thirteen workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
  * libexecpack and a floor with no allocator to speak of, struct Slots;
  * workload 8, growth, against asmjit-dual, with a second execpack column
@@ -10,7 +10,8 @@
  * against asmjit-dual's shrink(); workload 10, churn against a leaner
  * floor, struct FloorT; workload 11, the footprint of a small pool against
  * asmjit-dual's, each measured in a fresh child process; workload 12,
- * ep_add() against ep_alloc() + memcpy + ep_finalize()):
+ * ep_add() against ep_alloc() + memcpy + ep_finalize(); workload 13, the
+ * first program of a fresh process against one mmap()ed page):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   execpack-nokey the same with EP_F_NO_PKEY (workloads 1 and 2): the cost
  *                  of the protection key's WRPKRUs, where the CPU has keys
@@ -25,7 +26,7 @@
  * is called and must return its imm32; live programs are also compared
  * byte for byte at the end of each round.  A mismatch aborts the run.
  *
- * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,12]
+ * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,13]
  *   quick: 3 rounds and a quarter of the operations (workload 6: a
  *   quarter of the time); ROUNDS: 1-99 (7).
  *   EP_BENCH_MAX_THREADS: the largest thread count of workload 6
@@ -35,7 +36,8 @@
  * The files: bench-util.h, bench-alloc.h and bench-suite.h, what the
  * workloads share (helpers, programs, allocators, output, targets);
  * bench-churn.cc (1-3), bench-calls.cc (4, 5), bench-many.cc (6),
- * bench-fork.cc (7, 8), bench-shrink.cc (9, 10), bench-footprint.cc (11, 12).
+ * bench-fork.cc (7, 8), bench-shrink.cc (9, 10), bench-footprint.cc (11, 12),
+ * bench-start.cc (13).
  */
 #include "config.h"
 
@@ -55,6 +57,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && !std::strcmp(argv[1], "--footprint-child"))
 		return footprint_child(argv[2], std::atoi(argv[3]));
+	if (argc == 3 && !std::strcmp(argv[1], "--start-child"))
+		return start_child(argv[2]);
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i];
 		if (!std::strcmp(s, "quick")) {
@@ -76,7 +80,7 @@ int main(int argc, char **argv)
 		} else if (std::atoi(s) >= 1 && std::atoi(s) <= 99) {
 			g_rounds = std::atoi(s);
 		} else {
-			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,...,12]\n", argv[0]);
+			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,...,13]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -129,8 +133,10 @@ int main(int argc, char **argv)
 		workload_footprint();
 	if (g_only[12])
 		workload_add();
+	if (g_only[13])
+		workload_start();
 
-	std::printf("\ntargets (issues 8, 14, 17, 18, 26 and 27)%*s %9s %10s\n", 11, "", "measured",
+	std::printf("\ntargets (issues 8, 14, 17, 18, 26, 27 and 42)%*s %9s %10s\n", 4, "", "measured",
 		    "target");
 	for (auto &t : g_targets) {
 		char m[32], l[32];

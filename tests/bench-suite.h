@@ -86,9 +86,9 @@ inline Mem mem_since(const MapSet &before, size_t n_before, Alloc &a)
 
 inline int g_rounds = 7;
 inline int g_div = 1; /* quick: a quarter of the operations */
-enum { NW = 12 }; /* workloads */
+enum { NW = 13 }; /* workloads */
 inline bool g_only[NW + 1] = { false, true, true, true, true, true, true,
-			       true,  true, true, true, true, true };
+			       true,  true, true, true, true, true, true };
 
 inline int ops(int n) { return std::max(n / g_div, 1); }
 
@@ -316,8 +316,10 @@ void workload_shrink();    /* 9 (bench-shrink.cc) */
 void workload_floor();     /* 10 (bench-shrink.cc) */
 void workload_footprint(); /* 11 (bench-footprint.cc) */
 void workload_add();       /* 12 (bench-footprint.cc) */
+void workload_start();     /* 13 (bench-start.cc) */
 /* The child of workload 11 (bench-suite --footprint-child KIND COUNT). */
 int footprint_child(const char *kind, int count);
+int start_child(const char *kind);
 
 } // namespace bench
 #endif

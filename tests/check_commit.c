@@ -434,7 +434,11 @@ START_TEST(test_growth_keeps_code_and_first_fit)
 	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
 	ck_assert_uint_eq(st.used_bytes, 0);
 	ck_assert_uint_eq(st.live_allocs, 0);
-	ck_assert_uint_eq(st.pack_bytes, seen); /* the empty pack is kept */
+	/* the empty pack is kept, cut back to its first page at once: it had
+	 * more than EP_PURGE_AT_ONCE committed (ep_config.purge_delay_ms) */
+	ck_assert_uint_gt(seen, EP_PURGE_AT_ONCE);
+	ck_assert_uint_eq(st.packs, 1);
+	ck_assert_uint_eq(st.pack_bytes, first_commit());
 	free(f);
 	ep_pool_destroy(p);
 }
@@ -597,6 +601,106 @@ START_TEST(test_fork_child_grows_its_copy)
 }
 END_TEST
 
+/* Programs filling bytes of one pack, freed together: returns the pool's
+ * committed bytes before the frees. */
+static size_t fill_and_free(struct ep_pool *p, size_t bytes)
+{
+	enum { SZ = 1024 };
+	size_t n = bytes / SZ;
+	void **f = calloc(n, sizeof(*f));
+	int rc;
+
+	ck_assert_ptr_nonnull(f);
+	for (size_t i = 0; i < n; i++) {
+		f[i] = tu_jit_ret(p, SZ, (uint32_t)i, &rc);
+		ck_assert_int_eq(rc, 0);
+	}
+	size_t before = pack_bytes(p);
+
+	ck_assert_uint_ge(before, bytes);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	free(f);
+	return before;
+}
+
+static struct ep_pool *purge_pool(long delay_ms)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
+				 .purge_delay_ms = delay_ms };
+	struct ep_pool *p = NULL;
+
+	ck_assert_int_eq(ep_pool_create(&cfg, &p), 0);
+	return p;
+}
+
+/* A pack that empties with more than EP_PURGE_AT_ONCE committed goes back
+ * to its first page at once, with no call after the frees; EP_PURGE_NEVER
+ * keeps it all, for ep_pool_trim() only. */
+START_TEST(test_purge_at_once)
+{
+	unsetenv("EXECPACK_PURGE_DELAY_MS");
+	struct ep_pool *p = purge_pool(0);
+
+	fill_and_free(p, 2 * EP_PURGE_AT_ONCE);
+	ck_assert_uint_eq(pack_bytes(p), first_commit());
+	ep_pool_destroy(p);
+
+	p = purge_pool(EP_PURGE_NEVER);
+	size_t kept = fill_and_free(p, 2 * EP_PURGE_AT_ONCE);
+
+	ck_assert_uint_eq(pack_bytes(p), kept);
+	size_t released;
+
+	ck_assert_int_eq(ep_pool_trim(p, &released), 0);
+	ck_assert_uint_ge(released, kept);
+	ck_assert_uint_eq(pack_bytes(p), 0);
+	ep_pool_destroy(p);
+
+	/* EXECPACK_PURGE_DELAY_MS=never for a pool that leaves it to the default */
+	setenv("EXECPACK_PURGE_DELAY_MS", "never", 1);
+	p = purge_pool(0);
+	kept = fill_and_free(p, 2 * EP_PURGE_AT_ONCE);
+	ck_assert_uint_eq(pack_bytes(p), kept);
+	ep_pool_destroy(p);
+	unsetenv("EXECPACK_PURGE_DELAY_MS");
+
+	struct ep_config bad = { .sz = sizeof(bad), .purge_delay_ms = -2 };
+
+	ck_assert_int_eq(ep_pool_create(&bad, &p), -EINVAL);
+	ck_assert_ptr_null(p);
+}
+END_TEST
+
+/* Less than EP_PURGE_AT_ONCE: kept through the delay (the frees only set
+ * it), then cut back by a later ep_free() that empties the pack. */
+START_TEST(test_purge_after_delay)
+{
+	struct ep_pool *p = purge_pool(5);
+	size_t kept = fill_and_free(p, 64 << 10);
+
+	ck_assert_uint_gt(kept, first_commit());
+	ck_assert_uint_eq(pack_bytes(p), kept); /* (a deadline only) */
+	/* churn one program until it is done: no timing asserted, only that
+	 * it comes, within a bound generous enough for any loaded machine */
+	int rc, rounds = 0;
+
+	while (pack_bytes(p) != first_commit()) {
+		ck_assert_msg(rounds++ < 30000, "still %zu bytes committed after %d rounds",
+			      pack_bytes(p), rounds);
+		void *f = tu_jit_ret(p, 64, 1, &rc);
+
+		ck_assert_int_eq(rc, 0);
+		ck_assert_int_eq(tu_as_fn(f)(), 1);
+		ck_assert_int_eq(ep_free(p, f), 0);
+		usleep(1000);
+	}
+	/* and the pack grows again for the next burst */
+	fill_and_free(p, 64 << 10);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("commit");
@@ -614,6 +718,8 @@ int main(void)
 	tcase_add_test(tc, test_limit_counts_programs);
 	tcase_add_test(tc, test_sealed_commits_whole);
 	tcase_add_test(tc, test_fork_child_grows_its_copy);
+	tcase_add_test(tc, test_purge_at_once);
+	tcase_add_test(tc, test_purge_after_delay);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);

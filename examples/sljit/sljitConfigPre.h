@@ -38,7 +38,9 @@
  * patched); NULL (PCRE2 passes NULL) means this header's own pool, created
  * on first use with EP_SLJIT_POOL_FLAGS.  Each translation unit that
  * includes the header has its own such pool (PCRE2: one per code unit
- * width).
+ * width), except with EP_SLJIT_POOL_FLAGS 0: then NULL means
+ * ep_default_pool(), one pool for all of them and for every other library
+ * of the process that uses it.
  *
  * EP_SLJIT_POOL_FLAGS defaults to EP_F_KEEP_STAGING: every allocation keeps
  * its writable copy, so that sljit_set_jump_addr() and sljit_set_const()
@@ -89,6 +91,15 @@
 #define EP_SLJIT_POOL_FLAGS EP_F_KEEP_STAGING
 #endif
 
+#if EP_SLJIT_POOL_FLAGS == 0
+/* No flags: the process's default pool, one for every translation unit
+ * (PCRE2's three code unit widths) and every other library that shares it.
+ * NULL (no pool can be made now): this SLJIT_MALLOC_EXEC fails. */
+static inline struct ep_pool *ep_sljit_pool(void)
+{
+	return ep_default_pool();
+}
+#else
 static struct ep_pool *ep_sljit_own_pool;
 static pthread_once_t ep_sljit_once = PTHREAD_ONCE_INIT;
 
@@ -107,6 +118,7 @@ static inline struct ep_pool *ep_sljit_pool(void)
 	pthread_once(&ep_sljit_once, ep_sljit_create_pool);
 	return ep_sljit_own_pool;
 }
+#endif
 
 static inline void *ep_sljit_malloc_exec(size_t size, void *exec_allocator_data)
 {

@@ -167,13 +167,21 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 	}
 
 	/* Probe: create and map one huge page now, so AUTO and explicit pools
-	 * learn at ep_pool_create() whether huge pages can be had at all. */
-	int fd = ep__memfd_open(&be->kind, be->huge, why, whylen);
+	 * learn at ep_pool_create() whether huge pages can be had at all.
+	 * Under AUTO the mapping's reservation answers without the page:
+	 * its first packs are on base pages, and a huge page that the cgroup
+	 * then refuses sends it to base pages still (hugetlb_map()); so no
+	 * fallocate(), which would clear a whole huge page only to free it. */
+	struct ep__memfd_kind probe = be->kind;
+
+	if (be->fallback)
+		probe.commit = 0;
+	int fd = ep__memfd_open(&probe, be->huge, why, whylen);
 	struct ep__region r;
 
 	rc = fd;
 	if (fd >= 0) {
-		rc = ep__memfd_map_fd(&be->kind, fd, be->huge, NULL, NULL, &r, why, whylen);
+		rc = ep__memfd_map_fd(&probe, fd, be->huge, NULL, NULL, &r, why, whylen);
 		close(fd);
 	}
 	if (rc) {
@@ -185,7 +193,7 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		free(be);
 		return rc;
 	}
-	ep__memfd_unmap(&be->kind, &r);
+	ep__memfd_unmap(&probe, &r);
 	(void)ep__memfd_probe_anon(&be->small, NULL, 0); /* AUTO's base-page regions */
 	*out = be;
 	return 0;

@@ -146,6 +146,7 @@ struct ep__heap *ep__heap_clone(const struct ep__heap *first)
 	h->cmask = first->cmask;
 	h->slack = first->slack;
 	h->limit = first->limit;
+	h->purge_ms = first->purge_ms;
 	h->pack_size = first->pack_size;
 	h->page_size = first->page_size;
 	h->root = first->root;
@@ -219,6 +220,7 @@ int ep__heap_create(const struct ep_config *cfg_in, struct ep__heap **out)
 	/* EP_F_RANDOMIZE: exec stays in the first chunk, in 16-byte steps */
 	h->slack = (unsigned char)((cfg.flags & EP_F_RANDOMIZE) ? h->cmask + 1 - 16 : 0);
 	h->limit = cfg.limit;
+	h->purge_ms = ep__purge_delay(cfg.purge_delay_ms);
 	heap_start(h);
 	*out = h;
 	return 0;

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc-state.h"
 #include "code-range.h"
@@ -339,6 +340,45 @@ void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size
 	if (p->free_chunks == p->nchunks)
 		ep__pack_emptied(h, p);
 }
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * Purge (ep_config.purge_delay_ms): the kept empty pack p, committed past
+ * its first page, goes back to that page at once when more than
+ * EP_PURGE_AT_ONCE is committed (a burst of code freed: PCRE2 freeing its
+ * patterns makes no call after); else a deadline is set, and an emptied
+ * pack of the heap after it (one in PURGE_EVERY: no clock on every free of
+ * one-at-a-time churn, whose pack stays at its first page anyway) cuts
+ * every kept empty pack of the heap back.  With the heap's lock.
+ */
+#define PURGE_EVERY 16u
+static void purge(struct ep__heap *h, struct ep__pack *p)
+{
+	if (p->r.committed > EP_PURGE_AT_ONCE) {
+		(void)ep__pack_uncommit(h, p);
+		return;
+	}
+	if (!h->purge_at) {
+		h->purge_at = now_ns() + (uint64_t)h->purge_ms * 1000000u;
+		h->purge_tick = 0;
+		return;
+	}
+	if (++h->purge_tick % PURGE_EVERY && h->purge_ms)
+		return;
+	if (now_ns() < h->purge_at)
+		return;
+	h->purge_at = 0;
+	for (struct ep__pack *q = h->head; q; q = q->next)
+		if (q->cached && !q->r.sealed)
+			(void)ep__pack_uncommit(h, q);
+}
+
 /*
  * An empty pack is kept against alloc/free churn: one per heap while its
  * thread runs (a thread that JITs and frees one program at a time would
@@ -366,7 +406,10 @@ void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p)
 			h->cached_pack = p;
 	} else {
 		pack_release(h, p);
+		return;
 	}
+	if (h->purge_ms >= 0 && p->r.committed > EP__COMMIT_FIRST && !p->r.sealed)
+		purge(h, p);
 }
 /* The heap's thread has exited: its empty pack goes, unless it is the last
  * one the pool keeps.  With the heap's lock. */

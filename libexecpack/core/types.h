@@ -174,6 +174,12 @@ struct ep__heap {
 	struct ep__pack *spare_packs; /* released, kept for reuse (next) */
 	struct ep__grace grace; /* destroyed: freed when no lookup holds it */
 	struct ep__pack *cached_pack; /* the empty pack it keeps, if any */
+	/* purge (pack.c): ep_config.purge_delay_ms resolved (< 0: never), and
+	 * when the kept empty packs' committed tails go (CLOCK_MONOTONIC ns;
+	 * 0: nothing waits), checked every few emptied packs */
+	long purge_ms;
+	uint64_t purge_at;
+	unsigned purge_tick;
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__crange *crange; /* ep_config.code_range (the backend's), or NULL */

@@ -98,6 +98,8 @@ class _Config(ctypes.Structure):
         # they are here
         ("code_range", ctypes.c_size_t),
         ("chunk_size", ctypes.c_size_t),
+        # 0: the default (EXECPACK_PURGE_DELAY_MS or 10 ms)
+        ("purge_delay_ms", ctypes.c_long),
     ]
 
 

@@ -228,13 +228,14 @@ class NearTest(unittest.TestCase):
                 self.assertEqual(pool.load(FORTY_TWO)(), 42)
 
     def test_config_follows_the_header(self) -> None:
-        """struct ep_config as the binding passes it: chunk_size last, and sz
-        covering it (else the library would take it as 0)."""
+        """struct ep_config as the binding passes it: purge_delay_ms last, and
+        sz covering it (else the library would take it as 0)."""
         cfg_type = execpack._core._Config
         names = [f[0] for f in cfg_type._fields_]
-        self.assertEqual(names[-1], "chunk_size")
-        self.assertEqual(cfg_type.chunk_size.offset + ctypes.sizeof(ctypes.c_size_t),
+        self.assertEqual(names[-1], "purge_delay_ms")
+        self.assertEqual(cfg_type.purge_delay_ms.offset + ctypes.sizeof(ctypes.c_long),
                          ctypes.sizeof(cfg_type))
+        self.assertEqual(execpack._core._config("memfd", 0, 0, 0, None, 0, 0, 0).purge_delay_ms, 0)
         cfg = execpack._core._config("memfd", 0, 0, 0, None, 0x1000, 1 << 24, 16)
         self.assertEqual(cfg.sz, ctypes.sizeof(cfg_type))
         self.assertEqual(cfg.near, 0x1000)

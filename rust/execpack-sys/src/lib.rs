@@ -9,7 +9,7 @@
 //! turns it into text.
 #![allow(non_camel_case_types)]
 
-use std::os::raw::{c_char, c_int, c_uint, c_void};
+use std::os::raw::{c_char, c_int, c_long, c_uint, c_void};
 
 /// The library version these declarations were written for (`EP_VERSION_*`).
 pub const EP_VERSION_MAJOR: u32 = 0;
@@ -40,6 +40,9 @@ pub const EP_BACKEND_HUGETLB: ep_backend = 2;
 pub const EP_BACKEND_KMOD: ep_backend = 3;
 
 pub type ep_fill_fn = Option<unsafe extern "C" fn(dst: *mut c_void, len: usize, ctx: *mut c_void)>;
+
+/// `ep_config.purge_delay_ms`: nothing given back but by `ep_pool_trim`.
+pub const EP_PURGE_NEVER: c_long = -1;
 
 pub const EP_F_RANDOMIZE: c_uint = 1 << 0;
 pub const EP_F_SEAL: c_uint = 1 << 1;
@@ -72,6 +75,10 @@ pub struct ep_config {
     /// One range of this many bytes holding every pack of the pool; 0: none.
     pub code_range: usize,
     pub chunk_size: usize,
+    /// Milliseconds an emptied pack keeps its committed tail; 0: the
+    /// default (10, or EXECPACK_PURGE_DELAY_MS), `EP_PURGE_NEVER`: only
+    /// `ep_pool_trim` gives it back.
+    pub purge_delay_ms: c_long,
 }
 
 impl Default for ep_config {
@@ -88,6 +95,7 @@ impl Default for ep_config {
             near: std::ptr::null(),
             code_range: 0,
             chunk_size: 0,
+            purge_delay_ms: 0,
         }
     }
 }
