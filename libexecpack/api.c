@@ -179,6 +179,58 @@ EP_API int ep_alloc_aligned(struct ep_pool *pool, size_t size, size_t align,
 	return rc;
 }
 
+/*
+ * The pool's heap of data of kind (EP_DATA_RO or EP_DATA_RW), made on
+ * first use: one per kind, owned by no thread (thread.c never hands it
+ * out, and every call takes its lock).  It shares the first heap's
+ * backend, so its packs are placed as code packs are (the code range, or
+ * near's window).  NULL without memory.
+ */
+static struct ep__heap *data_heap(struct ep_pool *pool, unsigned kind)
+{
+	struct ep__heap *_Atomic *slot = &pool->data_heaps[kind - 1];
+	struct ep__heap *h = ep__load_acquire(slot);
+
+	if (h)
+		return h;
+	ep__mutex_lock(&pool->heaps_lock);
+	h = ep__load_relaxed(slot);
+	if (!h) {
+		h = ep__heap_clone_data(pool->first, (unsigned char)(kind == EP_DATA_RO
+								       ? EP__GUARD_DATA_RO
+								       : EP__GUARD_DATA_RW));
+		if (h) {
+			ep__registry_add(h); /* (fork handlers, lookups: as any heap) */
+			h->next_heap = ep__load_relaxed(&pool->heaps);
+			VG_HAPPENS_BEFORE(&pool->heaps);
+			EP_YIELD("heap published");
+			ep__store_release(&pool->heaps, h);
+			ep__store_release(slot, h);
+		}
+	}
+	ep__mutex_unlock(&pool->heaps_lock);
+	return h;
+}
+
+EP_API int ep_alloc_data(struct ep_pool *pool, size_t size, size_t align, unsigned kind,
+			 struct ep_image *out)
+{
+	if (!pool || !out || size == 0 || (kind != EP_DATA_RO && kind != EP_DATA_RW) ||
+	    (align & (align - 1)))
+		return -EINVAL;
+	int rc = call_refused();
+
+	if (rc)
+		return rc;
+	if (!pool->first->ops->data)
+		return -EOPNOTSUPP; /* (kmod: its module maps code views only) */
+	struct ep__heap *h = data_heap(pool, kind);
+
+	if (!h)
+		return -ENOMEM;
+	return align ? ep__heap_alloc_aligned(h, size, align, out) : ep__heap_alloc(h, size, out);
+}
+
 EP_API int ep_write(struct ep_pool *pool, void *dst, const void *src, size_t len)
 {
 	struct ep__heap *h;
@@ -267,8 +319,9 @@ EP_API int ep_free(struct ep_pool *pool, void *exec)
 
 	if (rc)
 		return rc;
-	/* another thread's heap: free without its lock (remote.c) if it can */
-	if (pack && !is_home(pool, h)) {
+	/* another thread's heap: free without its lock (remote.c) if it can;
+	 * a data heap has no thread to drain such frees: always its lock */
+	if (pack && !is_home(pool, h) && !h->data) {
 		rc = ep__remote_free(pack, exec);
 		if (rc <= 0)
 			return rc;

@@ -91,6 +91,7 @@ const struct ep__backend_ops *ep__test_wrap_backend(const struct ep__backend_ops
 	wrapped = (struct ep__backend_ops){
 		.name = ops->name,
 		.threadsafe = ops->threadsafe,
+		.data = ops->data,
 		.open = ops->open,
 		.close = w_close,
 		.page_size = w_page_size,

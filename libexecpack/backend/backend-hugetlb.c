@@ -307,6 +307,7 @@ static void hugetlb_set_range(struct ep__backend *be, struct ep__crange *cr)
 const struct ep__backend_ops ep__backend_hugetlb = {
 	.name = "hugetlb",
 	.threadsafe = 1,
+	.data = 1,
 	.alias_io = 1,
 	.open = hugetlb_open,
 	.close = hugetlb_close,

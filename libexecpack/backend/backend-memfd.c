@@ -172,6 +172,7 @@ static void memfd_set_range(struct ep__backend *be, struct ep__crange *cr)
 const struct ep__backend_ops ep__backend_memfd = {
 	.name = "memfd",
 	.threadsafe = 1,
+	.data = 1,
 	.alias_io = 1,
 	.open = memfd_open,
 	.close = memfd_close,
@@ -236,6 +237,7 @@ static int memfd_debug_fill(struct ep__backend *be, struct ep__region *r, size_t
 const struct ep__backend_ops ep__backend_memfd_debug = {
 	.name = "memfd",
 	.threadsafe = 1,
+	.data = 1,
 	.open = memfd_debug_open,
 	.close = memfd_close,
 	.page_size = memfd_page_size,

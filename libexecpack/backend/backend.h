@@ -27,10 +27,23 @@ struct ep__region {
 	unsigned gen; /* fork generation the mapping was last made private in */
 	unsigned char sealed; /* pool: exec view mseal()ed (EP_F_SEAL) */
 	unsigned char guards; /* EP_GUARD_* of this region: its alias under the
-			       * library's key, its exec view PROT_BTI (guard.h) */
+			       * library's key, its exec view PROT_BTI (guard.h);
+			       * EP__GUARD_DATA_*: a data region (below) */
 	unsigned char pack;   /* pool: a pack's (struct ep__pack's r), whose
 			       * free chunks a late copy refills (region.c) */
 };
+
+/*
+ * A data region (ep_alloc_data(3)): its "exec" view is read-only
+ * (EP__GUARD_DATA_RO) or read-write (EP__GUARD_DATA_RW), never executable,
+ * placed as code regions are (code range, near).  The caller of map and
+ * map_part asks for one by setting the bit in out->guards beforehand (0
+ * there: code); the backend keeps it in the region's guards, where every
+ * later call on the region reads it (ep__exec_prot(), guard.h).
+ */
+#define EP__GUARD_DATA_RO (1u << 6)
+#define EP__GUARD_DATA_RW (1u << 7)
+#define EP__GUARD_DATA (EP__GUARD_DATA_RO | EP__GUARD_DATA_RW)
 
 struct ep__backend_ops {
 	const char *name; /* "memfd", "hugetlb", "kmod" */
@@ -42,6 +55,9 @@ struct ep__backend_ops {
 	 * alias and nothing more, which the pool then does inline
 	 * (region.h): one of each runs in every ep_finalize() and ep_free() */
 	int alias_io;
+	/* 1: map and map_part make data regions (EP__GUARD_DATA_*); 0:
+	 * ep_alloc_data() says -EOPNOTSUPP */
+	int data;
 
 	/*
 	 * Set up per-pool state.  On failure returns -errno and writes a one-line

@@ -86,9 +86,12 @@ static inline void ep__alias_copy(unsigned guards, void *dst, const void *src, s
 #define PROT_BTI 0x10 /* arm64's; guard.c never sets EP_GUARD_BTI elsewhere */
 #endif
 
-/* The protection of an exec view with guards. */
+/* The protection of an exec view with guards: a data region's is never
+ * executable (backend.h). */
 static inline int ep__exec_prot(unsigned guards)
 {
+	if (__builtin_expect(guards & EP__GUARD_DATA, 0))
+		return guards & EP__GUARD_DATA_RW ? PROT_READ | PROT_WRITE : PROT_READ;
 	return PROT_READ | PROT_EXEC | (guards & EP_GUARD_BTI ? PROT_BTI : 0);
 }
 

@@ -66,8 +66,8 @@ void ep__memfd_debug_sync(struct ep__region *r, size_t off, size_t len)
 	uintptr_t x = (uintptr_t)r->exec;
 	int pm, mem = -1;
 
-	if (!len)
-		return;
+	if (!len || (r->guards & EP__GUARD_DATA))
+		return; /* (a data region's view is shared, never private) */
 	/* (opened for each call: after fork() an older descriptor would be
 	 * the parent's memory) */
 	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);

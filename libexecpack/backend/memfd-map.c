@@ -119,9 +119,29 @@ int ep__memfd_map_fd_part(const struct ep__memfd_kind *kind, int fd, size_t size
 
 /* ---- regions ------------------------------------------------------------------ */
 
+/*
+ * The kind a region with guards is mapped as: kind itself for code; for a
+ * data region (backend.h) a copy of it whose views are read-only or
+ * read-write and never PROT_BTI, and shared even with EXECPACK_DEBUG (a
+ * private view of read-write data would part from what the alias writes).
+ */
+static const struct ep__memfd_kind *kind_for(const struct ep__memfd_kind *kind, unsigned guards,
+					     struct ep__memfd_kind *tmp)
+{
+	if (!(guards & EP__GUARD_DATA))
+		return kind;
+	*tmp = *kind;
+	tmp->guards = (kind->guards & ~(unsigned)EP_GUARD_BTI) | (guards & EP__GUARD_DATA);
+	tmp->debug = 0;
+	return tmp;
+}
+
 int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fill,
 		  void *fill_ctx, struct ep__region *out)
 {
+	struct ep__memfd_kind tmp;
+
+	kind = kind_for(kind, out->guards, &tmp);
 	if (kind->anon) {
 		int rc = ep__memfd_anon_map(kind, size, size, fill, fill_ctx, out);
 
@@ -141,6 +161,9 @@ int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fil
 int ep__memfd_map_part(const struct ep__memfd_kind *kind, size_t size, size_t commit,
 		       ep_fill_fn fill, void *fill_ctx, struct ep__region *out)
 {
+	struct ep__memfd_kind tmp;
+
+	kind = kind_for(kind, out->guards, &tmp);
 	if (kind->anon) {
 		int rc = ep__memfd_anon_map(kind, size, commit, fill, fill_ctx, out);
 
@@ -232,6 +255,9 @@ int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill
  */
 int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 {
+	struct ep__memfd_kind dk;
+
+	kind = kind_for(kind, r->guards, &dk);
 	if (kind->anon) {
 		int rc = ep__memfd_anon_privatize(kind, r);
 

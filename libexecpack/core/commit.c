@@ -88,6 +88,8 @@ int ep__pack_map(struct ep__heap *h, struct ep__pack *p, size_t n, struct ep__re
 
 	size_t held = heap_committed(h);
 
+	r->guards = h->data; /* (a data heap's packs: backend.h) */
+
 	/* (held: hugetlb under AUTO takes huge pages from a pack's worth on) */
 	if (h->ops->map_part && !(h->flags & EP_F_SEAL))
 		rc = h->ops->map_part(h->be, h->pack_size,

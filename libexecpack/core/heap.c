@@ -153,6 +153,26 @@ struct ep__heap *ep__heap_clone(const struct ep__heap *first)
 	return h;
 }
 
+/* A data region's fill: zeros, as fresh data is (no trap: nothing runs there). */
+static void fill_zero(void *dst, size_t len, void *ctx)
+{
+	(void)ctx;
+	memset(dst, 0, len);
+}
+
+/* A heap of data packs (ep_alloc_data()) on first's backend: data is EP__GUARD_DATA_RO or _RW. */
+struct ep__heap *ep__heap_clone_data(const struct ep__heap *first, unsigned char data)
+{
+	struct ep__heap *h = ep__heap_clone(first);
+
+	if (h) {
+		h->data = data;
+		h->fill = fill_zero;
+		h->fill_ctx = NULL;
+	}
+	return h;
+}
+
 int ep__heap_create(const struct ep_config *cfg_in, struct ep__heap **out)
 {
 	struct ep_config cfg;
@@ -312,6 +332,7 @@ static inline __attribute__((always_inline)) int reserve(struct ep__heap *h, str
 	if (large) {
 		if ((rc = ep__range_reserve(h)))
 			return rc;
+		a->large.guards = h->data; /* (a data heap's: backend.h) */
 		rc = h->ops->map(h->be, reserved, h->fill, h->fill_ctx, &a->large);
 		if (rc)
 			return rc;
@@ -396,7 +417,7 @@ int ep__heap_borrow(struct ep__heap *h, int (*fn)(struct ep__heap *, void *), vo
 	VG_HAPPENS_AFTER(&h->root->heaps);
 	for (; o && rc == -ENOMEM; o = o->next_heap) {
 		EP_YIELD("heap borrow");
-		if (o != h)
+		if (o != h && o->data == h->data) /* (code never in data packs, nor the other way) */
 			rc = fn(o, arg);
 	}
 	return rc;

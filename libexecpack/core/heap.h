@@ -13,6 +13,7 @@
 int ep__heap_create(const struct ep_config *cfg, struct ep__heap **out);
 /* Another heap on the same backend and settings as first. */
 struct ep__heap *ep__heap_clone(const struct ep__heap *first);
+struct ep__heap *ep__heap_clone_data(const struct ep__heap *first, unsigned char data);
 void ep__heap_destroy(struct ep__heap *h);
 int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out);
 /* ep_alloc_aligned(3) */

@@ -134,6 +134,9 @@ struct ep__heap {
 	 * bytes more reserved for EP_F_RANDOMIZE (heap.c) or 0 (in what was
 	 * padding) */
 	unsigned char shift, cmask, slack;
+	/* EP__GUARD_DATA_RO or _RW: a pool's heap of data packs of that kind
+	 * (ep_alloc_data(), made by api.c, owned by no thread); 0: code */
+	unsigned char data;
 	size_t limit;
 	size_t pack_size;
 	size_t page_size;
@@ -202,6 +205,9 @@ struct ep_pool {
 	_Atomic size_t charged; /* bytes reserved in all heaps (for limit) */
 	_Atomic size_t empty_packs; /* empty packs kept mapped, in all heaps */
 	struct ep_pool *next_root; /* every pool (registry.c) */
+	/* its heaps of read-only and read-write data (ep_alloc_data()), made
+	 * on first use under heaps_lock, then for ever; also on heaps */
+	struct ep__heap *_Atomic data_heaps[2];
 };
 
 #endif /* EP_TYPES_H */

@@ -139,8 +139,9 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 	for (h = ep__load_relaxed(&pool->heaps); h; h = h->next_heap)
 		if (self && ep__load_relaxed(&h->owner) == self)
 			goto found;
+	/* (a heap of data, api.c, is never a thread's: skipped below) */
 	for (h = ep__load_relaxed(&pool->heaps); h; h = h->next_heap) {
-		if (ep__heap_orphaned(h)) {
+		if (!h->data && ep__heap_orphaned(h)) {
 			ep__thread_put(ep__load_relaxed(&h->owner));
 			EP_YIELD("heap adopt");
 			ep__store_release(&h->owner, NULL);
@@ -160,9 +161,13 @@ static struct ep__heap *heap_claim(struct ep_pool *pool)
 		}
 	}
 	/* shared: spread the threads over the heaps there are */
-	for (h = ep__load_relaxed(&pool->heaps); h; h = h->next_heap, i++)
+	for (h = ep__load_relaxed(&pool->heaps); h; h = h->next_heap) {
+		if (h->data)
+			continue;
 		if (!pick || (self && ((uintptr_t)self >> 4) % pool->nheaps == i))
 			pick = h;
+		i++;
+	}
 	h = pick;
 	goto found;
 adopt:
