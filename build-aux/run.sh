@@ -128,7 +128,7 @@ fi
 
 if want valgrind; then
 	say "make check-valgrind"
-	limit valgrind 2400 make -C "$build/main" check-valgrind || status=1
+	limit valgrind 2400 make -C "$build/main" -j"$jobs" check-valgrind || status=1
 	keep_logs valgrind "$build/main"
 fi
 
@@ -286,7 +286,7 @@ fi
 
 if want distcheck; then
 	say "make distcheck"
-	if limit distcheck 1500 make -C "$build/main" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror > "$results/distcheck.out" 2>&1; then
+	if limit distcheck 1500 make -C "$build/main" -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror > "$results/distcheck.out" 2>&1; then
 		record distcheck 1 0
 		grep -E 'archives ready|\.tar\.gz' "$results/distcheck.out" | tail -3
 	else

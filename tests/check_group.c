@@ -7,7 +7,8 @@
  * ep_release_staging(): the kept buffer still holds the bytes written
  * after ep_finalize(), a group and ep_finalize_size(), ep_lookup() maps it
  * and a patch window opens in it; it goes back at release and at free (the
- * next allocation of its size gets the very buffer).  Bad input.
+ * next allocation of its size gets the very buffer) and with the pool;
+ * ep_shrink() narrows its map.  A group in a fork() child.  Bad input.
  */
 #include <check.h>
 #include <errno.h>
@@ -15,6 +16,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "execpack.h"
 #include "inject-backend.h"
@@ -324,6 +327,57 @@ START_TEST(test_release_before_finalize)
 }
 END_TEST
 
+/* ep_shrink() after finalizing: the kept copy maps only what is left. */
+START_TEST(test_kept_after_shrink)
+{
+	struct ep_pool *p = make_pool(0);
+	struct ep_image img = stage(p, 1000, 12);
+	struct ep_info info;
+
+	ck_assert_int_eq(ep_keep_staging(p, img.exec), 0);
+	ck_assert_int_eq(ep_finalize(p, img.exec), 0);
+	ck_assert_int_eq(ep_lookup(img.exec, &info), 0);
+	ck_assert_uint_eq(info.patch_len, info.size);
+	ck_assert_int_eq(ep_shrink(p, img.exec, 64), 0);
+	ck_assert_int_eq(ep_lookup(img.exec, &info), 0);
+	ck_assert_uint_eq(info.size, 64);
+	ck_assert_uint_eq(info.patch_len, 64);
+	ck_assert_ptr_eq(info.patch_rw, img.rw);
+	ck_assert(memcmp(img.rw, img.exec, 64) == 0); /* (the code left, as it was) */
+	ep_pool_destroy(p); /* (a kept buffer of a live allocation goes with it) */
+}
+END_TEST
+
+/* In a fork() child: the group makes the child's own copies of the
+ * regions first; the parent's members stay staged, its chunks traps. */
+START_TEST(test_group_in_child)
+{
+	struct ep_pool *p = make_pool(0);
+	struct ep_image a = stage(p, 300, 41), b = stage(p, LARGE, 42);
+	void *execs[2] = { a.exec, b.exec };
+	int status;
+
+	ck_assert_int_eq(ep_keep_staging(p, a.exec), 0);
+	pid_t pid = fork();
+
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0) {
+		int ok = ep_finalize_group(p, execs, 2) == 0 && tu_as_fn(a.exec)() == 41 &&
+			 tu_as_fn(b.exec)() == 42 && holds(a.rw, 300, 41) &&
+			 ep_release_staging(p, a.exec) == 0;
+
+		_exit(ok ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %#x", status);
+	ck_assert(is_staged(a.exec) && is_staged(b.exec));
+	ck_assert(tu_is_trap(a.exec, 300) && tu_is_trap(b.exec, LARGE));
+	ck_assert_int_eq(ep_finalize_group(p, execs, 2), 0);
+	ck_assert_uint_eq(tu_as_fn(b.exec)(), 42);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_bad_input)
 {
 	struct ep_pool *p = make_pool(0);
@@ -360,6 +414,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_keep_staging, 4, 7);
 	tcase_add_loop_test(tc, test_kept_goes_back, 0, 2);
 	tcase_add_test(tc, test_release_before_finalize);
+	tcase_add_test(tc, test_kept_after_shrink);
+	tcase_add_test(tc, test_group_in_child);
 	tcase_add_test(tc, test_bad_input);
 	suite_add_tcase(s, tc);
 

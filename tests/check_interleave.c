@@ -36,7 +36,7 @@
  * 10, 11, 16, 17 (shrink, finalize, add, trim, a stale free);
  * interleave-range.c, 12 and 20 (code ranges); interleave-patch.c, 14 and
  * 15 (patch windows); interleave-fork.c, 18 and 19 (raw children);
- * interleave-lookup.c, 21-24 (ep_lookup()).
+ * interleave-lookup.c, 21-25 (ep_lookup(), a group's finalize).
  */
 #include "config.h"
 

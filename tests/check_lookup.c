@@ -448,7 +448,7 @@ static void *flipper(void *arg)
 		ck_assert_int_eq(ep_patch_abort(f->p, f->shrt), 0);
 		if (ep_alloc(f->p, 700, &img) == 0)
 			ck_assert_int_eq(ep_free(f->p, img.exec), 0);
-		f->writes += 2;
+		__atomic_add_fetch(&f->writes, 2, __ATOMIC_RELEASE);
 		f->windows += 2;
 		v++;
 	}
@@ -469,7 +469,9 @@ START_TEST(test_live_never_missing)
 	f.lng = publish(f.p, f.lsize, NULL);
 	f.shrt = publish(f.p, f.ssize, NULL);
 	ck_assert_int_eq(pthread_create(&t, NULL, flipper, &f), 0);
-	for (unsigned long i = 0; i < n; i++) {
+	/* n lookups at least, and as many as it takes to overlap 100 of the
+	 * owner's changes (a loaded machine may run the owner late) */
+	for (unsigned long i = 0; i < n || __atomic_load_n(&f.writes, __ATOMIC_ACQUIRE) < 100; i++) {
 		struct ep_info in;
 		int big = i & 1;
 		void *x = big ? f.lng : f.shrt;
@@ -481,9 +483,9 @@ START_TEST(test_live_never_missing)
 	}
 	__atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
-	ck_assert_msg(bad == 0, "%lu of %lu lookups of live code were wrong (%lu writes, %lu windows)",
+	ck_assert_msg(bad == 0, "%lu of %lu or more lookups of live code were wrong (%lu writes, %lu windows)",
 		      bad, n, f.writes, f.windows);
-	ck_assert_uint_gt(f.writes, 0);
+	ck_assert_uint_ge(f.writes, 100);
 	ep_pool_destroy(f.p);
 }
 END_TEST

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * interleave-lookup.c - check_interleave's scenarios 21-24: ep_lookup()
- * racing writes, windows, frees and a destroy, and in a signal handler.
+ * interleave-lookup.c - check_interleave's scenarios 21-25: ep_lookup()
+ * racing writes, windows, frees, a destroy and a group's finalize, and in
+ * a signal handler.
  */
 #include "config.h"
 
@@ -256,6 +257,110 @@ START_TEST(test_lookup_vs_destroy)
 }
 END_TEST
 
+/* 25. A group finalized (ep_finalize_group()), one member staged by
+ * another thread (in its heap: two heaps' locks), while that thread
+ * finalizes another member alone and frees a neighbour, and a third looks
+ * the members up: the group and the lone finalize each either wins or
+ * fails with -EINVAL, changing nothing (a lost group leaves the other
+ * members staged); a lookup never sees a member go back to staged, and
+ * sees its code in place once it is finalized; the kept staging buffer of
+ * a member still holds its bytes after the group. */
+static unsigned char *g_kept_rw, *g_theirs;
+
+static void s25_owner(int id)
+{
+	struct ep_image img;
+
+	il_pub[3] = il_jit(100, 1); /* the neighbour */
+	il_pub[0] = il_jit(64 * 3, 0);
+	il_pub[1] = il_jit(64 * 20, 0);
+	if ((il_rc[id][0] = ep_alloc(il_pool, 300, &img)))
+		return;
+	il_model_add(img.exec, img.size);
+	memset(img.rw, 0x11, 300);
+	g_kept_rw = img.rw;
+	if ((il_rc[id][0] = ep_keep_staging(il_pool, img.exec)))
+		return;
+	il_pub[2] = img.exec;
+
+	while (!g_theirs)
+		ep__il_blocked("script wait");
+
+	void *execs[4] = { il_pub[0], il_pub[1], il_pub[2], g_theirs };
+
+	il_rc[id][1] = ep_finalize_group(il_pool, execs, 4);
+	for (int i = 0; i < 300; i++)
+		if (g_kept_rw[i] != 0x11)
+			il_fail("kept staging byte %d: %#x", i, g_kept_rw[i]);
+	il_rc[id][2] = ep_release_staging(il_pool, img.exec);
+}
+
+static void s25_other(int id)
+{
+	g_theirs = il_jit(64 * 2, 0);
+	il_rc[id][0] = ep_finalize(il_pool, il_await(1));
+	il_rc[id][1] = il_do_free(il_await(3));
+}
+
+static void s25_looker(int id)
+{
+	int seen[3] = { 0, 0, 0 };
+
+	(void)id;
+	for (int k = 0; k < 6; k++) {
+		int i = k % 3;
+		unsigned char *x = il_await(i);
+		struct ep_info in;
+		int rc = ep_lookup(x + 5, &in);
+
+		if (rc || in.exec != x) {
+			il_fail("lookup of member %d: rc %d exec %p", i, rc, in.exec);
+			continue;
+		}
+		if (in.flags & EP_INFO_FINALIZED) {
+			seen[i] = 1;
+			if (x[5] != 0x11)
+				il_fail("member %d finalized without its code: %#x", i, x[5]);
+		} else if (seen[i]) {
+			il_fail("member %d staged again after it was finalized", i);
+		}
+	}
+}
+
+static void s25(unsigned long seed)
+{
+	void (*fns[])(int) = { s25_owner, s25_other, s25_looker };
+
+	memset(il_pub, 0, sizeof(il_pub));
+	g_kept_rw = g_theirs = NULL;
+	il_pool_begin(NULL);
+	il_run(seed, fns, 3);
+	int group = il_rc[0][1], lone = il_rc[1][0];
+
+	if (il_rc[0][0] || il_rc[1][1])
+		il_fail("keep %d, neighbour's free %d", il_rc[0][0], il_rc[1][1]);
+	else if (!(group == 0 && lone == -EINVAL) && !(group == -EINVAL && lone == 0))
+		il_fail("group %d and lone finalize %d: not one winner", group, lone);
+	else if (il_rc[0][2]) /* (a lost group: the request withdrawn) */
+		il_fail("release after group %d: %d", group, il_rc[0][2]);
+	for (int i = 0; i < 4 && !il_failed; i++) {
+		struct ep_info in;
+		void *x = i < 3 ? il_pub[i] : g_theirs;
+		int fin = ep_lookup(x, &in) == 0 && (in.flags & EP_INFO_FINALIZED);
+
+		/* (lost: the lone one finalized member 1 only) */
+		if (fin != (group == 0 || i == 1))
+			il_fail("member %d after group %d: finalized %d", i, group, fin);
+	}
+	il_pool_end();
+}
+
+START_TEST(test_group_vs_lookup_free)
+{
+	il_each_seed("s25", s25, 110, 1);
+}
+END_TEST
+
 /* (in the order main() runs them) */
 void il_add_lookup_tests(TCase *tc)
 {
@@ -263,4 +368,5 @@ void il_add_lookup_tests(TCase *tc)
 	tcase_add_test(tc, test_lookup_in_signal_with_lock);
 	tcase_add_test(tc, test_lookup_vs_free);
 	tcase_add_test(tc, test_lookup_vs_destroy);
+	tcase_add_test(tc, test_group_vs_lookup_free);
 }

@@ -161,6 +161,9 @@ extern "C" {
     ) -> c_int;
     pub fn ep_write(pool: *mut ep_pool, dst: *mut c_void, src: *const c_void, len: usize) -> c_int;
     pub fn ep_finalize(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
+    pub fn ep_finalize_group(pool: *mut ep_pool, execs: *const *mut c_void, n: usize) -> c_int;
+    pub fn ep_keep_staging(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
+    pub fn ep_release_staging(pool: *mut ep_pool, exec: *mut c_void) -> c_int;
     pub fn ep_add(pool: *mut ep_pool, code: *const c_void, len: usize, exec: *mut *mut c_void)
         -> c_int;
     pub fn ep_finalize_size(pool: *mut ep_pool, exec: *mut c_void, size: usize) -> c_int;

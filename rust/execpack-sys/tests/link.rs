@@ -38,3 +38,30 @@ fn raw_alloc_finalize_call_free() {
         ep_pool_destroy(pool);
     }
 }
+
+#[test]
+fn raw_group_and_kept_staging() {
+    unsafe {
+        let cfg = ep_config::default();
+        let mut pool = ptr::null_mut();
+        assert_eq!(ep_pool_create(&cfg, &mut pool), 0);
+        let mut imgs = [ep_image { exec: ptr::null_mut(), rw: ptr::null_mut(), size: 0 }; 2];
+        for img in imgs.iter_mut() {
+            assert_eq!(ep_alloc(pool, 64, img), 0);
+            ptr::write_bytes(img.rw as *mut u8, 0x5a, 64);
+        }
+        assert_eq!(ep_keep_staging(pool, imgs[0].exec), 0);
+        let execs = [imgs[0].exec, imgs[1].exec];
+        assert!(ep_finalize_group(pool, execs.as_ptr(), 0) < 0);
+        assert_eq!(ep_finalize_group(pool, execs.as_ptr(), execs.len()), 0);
+        assert!(ep_finalize(pool, imgs[1].exec) < 0); // finalized by the group
+        // the kept staging still holds what was written
+        assert_eq!(*(imgs[0].rw as *const u8).add(63), 0x5a);
+        assert_eq!(ep_release_staging(pool, imgs[0].exec), 0);
+        assert!(ep_release_staging(pool, imgs[0].exec) < 0);
+        for img in imgs.iter() {
+            assert_eq!(ep_free(pool, img.exec), 0);
+        }
+        ep_pool_destroy(pool);
+    }
+}
