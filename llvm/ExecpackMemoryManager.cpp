@@ -94,7 +94,7 @@ public:
 		// valid until finalization is over, not only until the copy.
 		size_t kept = 0;
 		int rc = 0;
-		for (; kept < execs.size(); kept++) {
+		for (; MM.KeepStaging && kept < execs.size(); kept++) {
 			rc = ep_keep_staging(MM.Pool, execs[kept]);
 			if (rc)
 				break;
@@ -119,7 +119,8 @@ public:
 		F->DeallocActions = std::move(*DeallocActions);
 		for (const Segment &s : Segs) {
 			if (s.Standard) {
-				ep_release_staging(MM.Pool, s.Exec);
+				if (MM.KeepStaging)
+					ep_release_staging(MM.Pool, s.Exec);
 				F->Execs.push_back(s.Exec);
 			} else {
 				// finalize lifetime: done with once the actions ran
@@ -150,7 +151,7 @@ Expected<std::unique_ptr<ExecpackMemoryManager>> ExecpackMemoryManager::Create(c
 	if (rc)
 		return epError("ep_pool_create", rc);
 	std::unique_ptr<ExecpackMemoryManager> MM(
-		new ExecpackMemoryManager(pool, O.CodeRange, O.NameFunctions));
+		new ExecpackMemoryManager(pool, O.CodeRange, O.NameFunctions, O.KeepStaging));
 	MM->OwnsPool = true;
 	return MM;
 }
@@ -160,8 +161,9 @@ Expected<std::unique_ptr<ExecpackMemoryManager>> ExecpackMemoryManager::Create()
 	return Create(Options());
 }
 
-ExecpackMemoryManager::ExecpackMemoryManager(struct ep_pool *pool, size_t reach, bool nameFunctions)
-	: Pool(pool), Reach(reach), NameFunctions(nameFunctions)
+ExecpackMemoryManager::ExecpackMemoryManager(struct ep_pool *pool, size_t reach, bool nameFunctions,
+					     bool keepStaging)
+	: Pool(pool), Reach(reach), NameFunctions(nameFunctions), KeepStaging(keepStaging)
 {
 }
 

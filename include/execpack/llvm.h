@@ -40,6 +40,14 @@ public:
 		/* Name functions (ep_set_symbols()) from each graph's defined
 		 * symbols. */
 		bool NameFunctions = true;
+		/* Keep each segment's staging buffer (JITLink's working
+		 * memory) through finalization: ep_keep_staging() before
+		 * ep_finalize_group(), ep_release_staging() once the finalize
+		 * actions ran.  false: the buffers go at ep_finalize_group(),
+		 * about half of the manager's time per module; LLVM 19's JITLink
+		 * and ORC read no block content after that point, a plugin of
+		 * the caller's might. */
+		bool KeepStaging = true;
 	};
 
 	/* A manager with a pool of its own, destroyed with it. */
@@ -49,7 +57,8 @@ public:
 	/* A manager on the caller's pool, which must outlive it; reach is the
 	 * pool's code range (or the distance the caller's code model allows),
 	 * which every module's segments are checked against. */
-	ExecpackMemoryManager(struct ep_pool *pool, size_t reach, bool nameFunctions = true);
+	ExecpackMemoryManager(struct ep_pool *pool, size_t reach, bool nameFunctions = true,
+			      bool keepStaging = true);
 	~ExecpackMemoryManager() override;
 
 	ExecpackMemoryManager(const ExecpackMemoryManager &) = delete;
@@ -73,6 +82,7 @@ private:
 	size_t Reach;
 	bool OwnsPool = false;
 	bool NameFunctions;
+	bool KeepStaging;
 	std::atomic<size_t> Live{0};
 };
 
