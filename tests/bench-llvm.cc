@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 using namespace llvm;
 using namespace llvm::orc;
@@ -46,8 +47,17 @@ static uint64_t nowNs()
 }
 
 // Time spent in callbacks that a manager's call made on this thread: the
-// JIT linker's work, which is not the manager's.
+// JIT linker's work, which is not the manager's.  A callback's time is set,
+// not added to, over what the calls nested in it counted (JITLink finalizes
+// inside allocate's callback), so that no time is taken off twice.
 static thread_local uint64_t calledBackNs;
+
+template <typename F> static void calledBack(F &&f)
+{
+	uint64_t t = nowNs(), before = calledBackNs;
+	f();
+	calledBackNs = before + (nowNs() - t);
+}
 
 struct Span {
 	uint64_t Lo = UINT64_MAX, Hi = 0;
@@ -58,6 +68,7 @@ class TimedManager : public JITLinkMemoryManager {
 public:
 	explicit TimedManager(JITLinkMemoryManager &inner) : Inner(inner) {}
 	uint64_t Ns = 0;       // inside the manager (one linking thread here)
+	uint64_t PhaseNs[3] = {}; // of it: allocate, finalize, deallocate
 	uint64_t WorstModule = 0; // widest module: its segments' span
 	Span All;              // every segment of the run
 
@@ -71,11 +82,7 @@ public:
 		{
 			TimedManager &tm = TM;
 			uint64_t t0 = nowNs(), cb0 = calledBackNs;
-			In->abandon([&](Error E) {
-				uint64_t t = nowNs();
-				OnAbandoned(std::move(E));
-				calledBackNs += nowNs() - t;
-			});
+			In->abandon([&](Error E) { calledBack([&] { OnAbandoned(std::move(E)); }); });
 			tm.Ns += nowNs() - t0 - (calledBackNs - cb0);
 		}
 		void finalize(OnFinalizedFunction OnFinalized) override
@@ -83,11 +90,11 @@ public:
 			TimedManager &tm = TM;
 			uint64_t t0 = nowNs(), cb0 = calledBackNs;
 			In->finalize([&](Expected<FinalizedAlloc> R) {
-				uint64_t t = nowNs();
-				OnFinalized(std::move(R));
-				calledBackNs += nowNs() - t;
+				calledBack([&] { OnFinalized(std::move(R)); });
 			});
-			tm.Ns += nowNs() - t0 - (calledBackNs - cb0);
+			uint64_t d = nowNs() - t0 - (calledBackNs - cb0);
+			tm.Ns += d;
+			tm.PhaseNs[1] += d;
 		}
 
 	private:
@@ -99,27 +106,28 @@ public:
 	{
 		uint64_t t0 = nowNs(), cb0 = calledBackNs;
 		Inner.allocate(JD, G, [&](AllocResult R) {
-			uint64_t t = nowNs();
-			if (R) {
-				measure(G);
-				R = std::make_unique<Flight>(*this, std::move(*R));
-			}
-			OnAllocated(std::move(R));
-			calledBackNs += nowNs() - t;
+			calledBack([&] {
+				if (R) {
+					measure(G);
+					R = std::make_unique<Flight>(*this, std::move(*R));
+				}
+				OnAllocated(std::move(R));
+			});
 		});
-		Ns += nowNs() - t0 - (calledBackNs - cb0);
+		uint64_t d = nowNs() - t0 - (calledBackNs - cb0);
+		Ns += d;
+		PhaseNs[0] += d;
 	}
 	using JITLinkMemoryManager::allocate;
 
 	void deallocate(std::vector<FinalizedAlloc> Allocs, OnDeallocatedFunction OnDeallocated) override
 	{
 		uint64_t t0 = nowNs(), cb0 = calledBackNs;
-		Inner.deallocate(std::move(Allocs), [&](Error E) {
-			uint64_t t = nowNs();
-			OnDeallocated(std::move(E));
-			calledBackNs += nowNs() - t;
-		});
-		Ns += nowNs() - t0 - (calledBackNs - cb0);
+		Inner.deallocate(std::move(Allocs),
+				 [&](Error E) { calledBack([&] { OnDeallocated(std::move(E)); }); });
+		uint64_t d = nowNs() - t0 - (calledBackNs - cb0);
+		Ns += d;
+		PhaseNs[2] += d;
 	}
 	using JITLinkMemoryManager::deallocate;
 
@@ -197,6 +205,7 @@ struct Result {
 	long pss_kb, maps;
 	long pool_kb; // execpack: the pool's committed pack bytes (ep_pool_stats())
 	double mm_ms, run_ms;
+	double phase_ms[3];
 	uint64_t worst_module, all_span, reach;
 };
 
@@ -259,6 +268,7 @@ static Result runOne(bool execpack, bool keep, int modules)
 		_exit(1);
 	}
 	TM.Ns = 0;
+	TM.PhaseNs[0] = TM.PhaseNs[1] = TM.PhaseNs[2] = 0;
 	long pss0 = pssKb(), maps0 = mappings();
 	uint64_t t0 = nowNs();
 	bool ok = true;
@@ -280,6 +290,8 @@ static Result runOne(bool execpack, bool keep, int modules)
 		die(std::move(E), "clear");
 	res.run_ms += (nowNs() - t1) / 1e6;
 	res.mm_ms = TM.Ns / 1e6;
+	for (int k = 0; k < 3; k++)
+		res.phase_ms[k] = TM.PhaseNs[k] / 1e6;
 	res.worst_module = TM.WorstModule;
 	res.all_span = TM.All.Hi - TM.All.Lo;
 	return res;
@@ -317,19 +329,51 @@ int main(int argc, char **argv)
 	InitializeNativeTarget();
 	InitializeNativeTargetAsmPrinter();
 
-	Result l, e, n;
-	if (!inChild(false, true, modules, &l) || !inChild(true, true, modules, &e) ||
-	    !inChild(true, false, modules, &n)) {
-		fprintf(stderr, "bench-llvm: a run failed\n");
-		return 1;
+	// Rounds of the three runs in turn; each figure is the median over
+	// rounds (a busy machine moves single runs by a factor of two).
+	enum { ROUNDS = 5 };
+	Result r[3][ROUNDS];
+	for (int i = 0; i < ROUNDS; i++)
+		if (!inChild(false, true, modules, &r[0][i]) || !inChild(true, true, modules, &r[1][i]) ||
+		    !inChild(true, false, modules, &r[2][i])) {
+			fprintf(stderr, "bench-llvm: a run failed\n");
+			return 1;
+		}
+	Result med[3];
+	for (int k = 0; k < 3; k++) {
+		med[k] = r[k][0];
+		auto median = [&](auto field) {
+			std::vector<double> v;
+			for (int i = 0; i < ROUNDS; i++)
+				v.push_back(double(field(r[k][i])));
+			std::sort(v.begin(), v.end());
+			return v[ROUNDS / 2];
+		};
+		med[k].pss_kb = long(median([](const Result &x) { return x.pss_kb; }));
+		med[k].maps = long(median([](const Result &x) { return x.maps; }));
+		med[k].mm_ms = median([](const Result &x) { return x.mm_ms; });
+		med[k].run_ms = median([](const Result &x) { return x.run_ms; });
+		med[k].phase_ms[0] = median([](const Result &x) { return x.phase_ms[0]; });
+		med[k].phase_ms[1] = median([](const Result &x) { return x.phase_ms[1]; });
+		med[k].phase_ms[2] = median([](const Result &x) { return x.phase_ms[2]; });
+		for (int i = 0; i < ROUNDS; i++) {
+			med[k].all_span = std::max(med[k].all_span, r[k][i].all_span);
+			med[k].worst_module = std::max(med[k].worst_module, r[k][i].worst_module);
+		}
 	}
-	printf("LLJIT, %d small modules (text + rodata + data), each linked and called:\n", modules);
+	const Result &l = med[0], &e = med[1], &n = med[2];
+	printf("LLJIT, %d small modules (text + rodata + data), each linked and called;\n"
+	       "medians of %d rounds:\n", modules, ROUNDS);
 	printf("%-34s %14s %14s %8s\n", "", "LLVM InProcess", "execpack", "ratio");
 	printf("%-34s %11ld kB %11ld kB %8.3f  (target <= 0.1)\n", "process Pss growth", l.pss_kb,
 	       e.pss_kb, l.pss_kb > 0 ? double(e.pss_kb) / l.pss_kb : 0.0);
 	printf("%-34s %14ld %14ld\n", "new mappings", l.maps, e.maps);
 	printf("%-34s %11.2f ms %11.2f ms %8.3f  (target <= 0.1)\n", "time inside the memory manager",
 	       l.mm_ms, e.mm_ms, e.mm_ms / l.mm_ms);
+	const char *phase[3] = {"  of it: allocate", "          finalize", "          deallocate"};
+	for (int k = 0; k < 3; k++)
+		printf("%-34s %11.2f ms %11.2f ms %8.3f\n", phase[k], l.phase_ms[k], e.phase_ms[k],
+		       e.phase_ms[k] / l.phase_ms[k]);
 	printf("%-34s %11.1f ms %11.1f ms %8.3f  (target <= 1)\n", "whole LLJIT run", l.run_ms, e.run_ms,
 	       e.run_ms / l.run_ms);
 	printf("%-34s %11.2f ms %11.2f ms %8.3f  (KeepStaging = false)\n", "", l.mm_ms, n.mm_ms,
