@@ -96,6 +96,7 @@ EP_API int ep_pool_create(const struct ep_config *cfg, struct ep_pool **out)
 		 * publication of each heap) */
 		VALGRIND_HG_DISABLE_CHECKING(&pool->charged, sizeof(pool->charged));
 		VALGRIND_HG_DISABLE_CHECKING(&pool->heaps, sizeof(pool->heaps));
+		VALGRIND_HG_DISABLE_CHECKING(pool->data_heaps, sizeof(pool->data_heaps));
 	}
 	*out = pool;
 	return 0;
@@ -191,8 +192,10 @@ static struct ep__heap *data_heap(struct ep_pool *pool, unsigned kind)
 	struct ep__heap *_Atomic *slot = &pool->data_heaps[kind - 1];
 	struct ep__heap *h = ep__load_acquire(slot);
 
-	if (h)
+	if (h) {
+		VG_HAPPENS_AFTER(slot); /* (published whole, below) */
 		return h;
+	}
 	ep__mutex_lock(&pool->heaps_lock);
 	h = ep__load_relaxed(slot);
 	if (!h) {
@@ -205,6 +208,7 @@ static struct ep__heap *data_heap(struct ep_pool *pool, unsigned kind)
 			VG_HAPPENS_BEFORE(&pool->heaps);
 			EP_YIELD("heap published");
 			ep__store_release(&pool->heaps, h);
+			VG_HAPPENS_BEFORE(slot);
 			ep__store_release(slot, h);
 		}
 	}

@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -339,6 +340,33 @@ START_TEST(test_lookup_name_shrink)
 }
 END_TEST
 
+/* An emptied data pack is kept against churn, beside the code heap's
+ * (a linker frees and allocates data with each module), until trim. */
+START_TEST(test_pack_kept)
+{
+	struct ep_pool *p = make_pool(RANGE, NULL, 0);
+	struct ep_stats st;
+	int rc;
+	void *code = tu_jit_ret(p, 100, 1, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(ep_free(p, code), 0);
+	void *d = data(p, 100, EP_DATA_RO, 1);
+
+	ck_assert_int_eq(ep_free(p, d), 0);
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.packs, 2);
+	void *again = data(p, 100, EP_DATA_RO, 2);
+
+	ck_assert_ptr_eq(again, d); /* the same pack, not a new mapping */
+	ck_assert_int_eq(ep_free(p, again), 0);
+	ck_assert_int_eq(ep_pool_trim(p, NULL), 0);
+	ck_assert_int_eq(ep_pool_stats(p, &st), 0);
+	ck_assert_uint_eq(st.packs, 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 struct fork_args {
 	struct ep_pool *p;
 	unsigned char *ro, *rw;
@@ -402,6 +430,133 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* Huge-page data packs beside huge-page code, in one range. */
+START_TEST(test_hugetlb)
+{
+	size_t huge = tu_huge_page_size();
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_HUGETLB,
+				 .code_range = 8 * huge };
+	struct ep_pool *p = NULL;
+	char perms[5];
+	int rc;
+
+	if (!huge) {
+		fprintf(stderr, "SKIP: hugetlb data: no Hugepagesize in /proc/meminfo\n");
+		return;
+	}
+	rc = ep_pool_create(&cfg, &p);
+	if (rc) {
+		fprintf(stderr, "SKIP: hugetlb data: no hugetlb pool here (%s)\n", ep_strerror(rc));
+		return;
+	}
+	void *code = tu_jit_ret(p, 100, 9, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	struct ep_image ro, rw;
+
+	rc = ep_alloc_data(p, 100, 0, EP_DATA_RO, &ro);
+	if (rc == -ENOSPC || rc == -ENOMEM) {
+		fprintf(stderr, "SKIP: hugetlb data: no second huge page (%s)\n", ep_strerror(rc));
+	} else {
+		ck_assert_int_eq(rc, 0);
+		memset(ro.rw, 7, 100);
+		ck_assert_int_eq(ep_finalize(p, ro.exec), 0);
+		ck_assert(all_bytes(ro.exec, 100, 7));
+		ck_assert_int_eq(perms_of(ro.exec, perms), 0);
+		ck_assert_msg(perms[1] == '-' && perms[2] == '-', "RO data mapped %s", perms);
+		ck_assert_int_eq(child_signal(store_to, ro.exec), SIGSEGV);
+		rc = ep_alloc_data(p, 100, 0, EP_DATA_RW, &rw);
+		if (rc == 0) {
+			ck_assert_int_eq(ep_finalize(p, rw.exec), 0);
+			((char *)rw.exec)[0] = 1;
+			ck_assert_int_eq(perms_of(rw.exec, perms), 0);
+			ck_assert_msg(perms[1] == 'w' && perms[2] == '-', "RW data mapped %s", perms);
+			ck_assert_uint_lt((uintptr_t)rw.exec > (uintptr_t)code
+						  ? (uintptr_t)rw.exec - (uintptr_t)code
+						  : (uintptr_t)code - (uintptr_t)rw.exec, 8 * huge);
+		}
+		ck_assert_uint_lt((uintptr_t)ro.exec > (uintptr_t)code
+					  ? (uintptr_t)ro.exec - (uintptr_t)code
+					  : (uintptr_t)code - (uintptr_t)ro.exec, 8 * huge);
+	}
+	ck_assert_int_eq(tu_as_fn(code)(), 9);
+	ck_assert_int_eq(tu_count_wx_mappings(), 0);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* The kernel module maps read+exec views only: no data. */
+START_TEST(test_kmod)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_KMOD };
+	struct ep_pool *p = NULL;
+	struct ep_image img;
+	int rc = ep_pool_create(&cfg, &p);
+
+	if (rc) {
+		fprintf(stderr, "SKIP: kmod data: no module here (%s)\n", ep_strerror(rc));
+		return;
+	}
+	ck_assert_int_eq(ep_alloc_data(p, 100, 0, EP_DATA_RO, &img), -EOPNOTSUPP);
+	ck_assert_int_eq(ep_alloc_data(p, 100, 0, EP_DATA_RW, &img), -EOPNOTSUPP);
+	ep_pool_destroy(p);
+}
+END_TEST
+
+/* Threads making the pool's data heaps at once, allocating in them, and
+ * freeing each other's data. */
+static struct ep_pool *g_pool;
+static void *volatile g_handoff[4];
+
+static void *data_worker(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+
+	for (int i = 0; i < 300; i++) {
+		struct ep_image img;
+		unsigned kind = (i + id) & 1 ? EP_DATA_RO : EP_DATA_RW;
+
+		if (ep_alloc_data(g_pool, 64 + (size_t)i * 8, 0, kind, &img))
+			return (void *)1;
+		memset(img.rw, id + 1, 64);
+		if (ep_finalize(g_pool, img.exec) || !all_bytes(img.exec, 64, (unsigned char)(id + 1)))
+			return (void *)2;
+		/* free the neighbour's last one, if it left one */
+		void *other = __atomic_exchange_n(&g_handoff[(id + 1) & 3], NULL, __ATOMIC_ACQ_REL);
+
+		if (other && ep_free(g_pool, other))
+			return (void *)3;
+		other = __atomic_exchange_n(&g_handoff[id], img.exec, __ATOMIC_ACQ_REL);
+		if (other && ep_free(g_pool, other))
+			return (void *)4;
+	}
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	pthread_t t[4];
+	struct ep_stats st;
+
+	g_pool = make_pool(RANGE, NULL, 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, data_worker, (void *)(intptr_t)i), 0);
+	for (int i = 0; i < 4; i++) {
+		void *r;
+
+		ck_assert_int_eq(pthread_join(t[i], &r), 0);
+		ck_assert_ptr_null(r);
+	}
+	for (int i = 0; i < 4; i++)
+		if (g_handoff[i])
+			ck_assert_int_eq(ep_free(g_pool, g_handoff[i]), 0);
+	ck_assert_int_eq(ep_pool_stats(g_pool, &st), 0);
+	ck_assert_uint_eq(st.live_allocs, 0);
+	ck_assert_uint_eq(st.used_bytes, 0);
+	ep_pool_destroy(g_pool);
+}
+END_TEST
+
 int main(void)
 {
 	tu_need_pool();
@@ -415,8 +570,12 @@ int main(void)
 	tcase_add_test(tc, test_stats_limit);
 	tcase_add_test(tc, test_free_trim_reuse);
 	tcase_add_test(tc, test_lookup_name_shrink);
+	tcase_add_test(tc, test_pack_kept);
 	tcase_add_test(tc, test_fork);
 	tcase_add_test(tc, test_bad_input);
+	tcase_add_test(tc, test_hugetlb);
+	tcase_add_test(tc, test_kmod);
+	tcase_add_test(tc, test_threads);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);

@@ -39,7 +39,7 @@ PYTHONDONTWRITEBYTECODE=1
 export EXECPACK_LIBRARY EXECPACK_HEADER PYTHONPATH PYTHONDONTWRITEBYTECODE
 unset EXECPACK_BACKEND
 rc=0
-for t in test_execpack test_api test_shrink_near test_patch test_stage; do
+for t in test_execpack test_api test_shrink_near test_patch test_stage test_module; do
 	"$python" -B "$srcdir/python/tests/$t.py"
 	r=$?
 	# a failure wins over a skip

@@ -169,6 +169,8 @@ struct ep__heap *ep__heap_clone_data(const struct ep__heap *first, unsigned char
 		h->data = data;
 		h->fill = fill_zero;
 		h->fill_ctx = NULL;
+		/* (perf's map and jitdump describe code: data stays out of them) */
+		h->flags &= ~(unsigned)(EP_F_PERFMAP | EP_F_JITDUMP);
 	}
 	return h;
 }

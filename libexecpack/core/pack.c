@@ -343,8 +343,10 @@ void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size
  * An empty pack is kept against alloc/free churn: one per heap while its
  * thread runs (a thread that JITs and frees one program at a time would
  * otherwise map, fill and unmap a pack for each), one per pool otherwise;
- * a heap's is given back when its thread exits (ep__pack_trim()).  Others
- * are released; a sealed one cannot be.
+ * a heap's is given back when its thread exits (ep__pack_trim()).  A data
+ * heap, which no thread owns and every thread uses, keeps one for good
+ * (a linker allocates and frees data with each module).  Others are
+ * released; a sealed one cannot be.
  */
 void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p)
 {
@@ -354,7 +356,7 @@ void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p)
 	if (p->r.sealed) {
 		ep__add_relaxed(&h->root->empty_packs, 1);
 		p->cached = 1;
-	} else if (!h->cached_pack && !ep__heap_orphaned(h)) {
+	} else if (!h->cached_pack && (!ep__heap_orphaned(h) || h->data)) {
 		ep__add_relaxed(&h->root->empty_packs, 1);
 		p->cached = 1;
 		h->cached_pack = p;

@@ -96,6 +96,13 @@ when it raises.  One window per allocation (OSError(EBUSY)); finalized
 code only.  pool.free() of the code closes its window (abort() then does
 nothing, commit() raises); a Window collected while open aborts.
 F_KEEP_STAGING keeps the staging buffer for the windows.
+A JIT that links modules (code, read-only and writable data, as LLVM's
+JITLink does) allocates with alloc(size, align) and alloc_data(size,
+DATA_RO or DATA_RW, align): the data lies within a 32-bit displacement of
+the pool's code.  keep_staging() keeps Image.buffer readable past
+finalize until release_staging(); finalize_group() finalizes a module's
+parts all or nothing; set_symbols() names the functions inside one
+allocation.
 lookup(address) gives the Info (exec, size, name...) of the live
 allocation of any pool that holds an address, or None.
 
@@ -103,7 +110,7 @@ ep_config.fill is not offered: a fill must never fail, and Python code can
 (fill_x86_int3() is the library's own fill, for buffers of the caller).
 """
 
-from ._core import (BACKENDS, CHUNK_SIZE, F_BTI, F_JITDUMP, F_NO_PKEY, F_PERFMAP, F_RANDOMIZE,
+from ._core import (BACKENDS, CHUNK_SIZE, DATA_RO, DATA_RW, F_BTI, F_JITDUMP, F_NO_PKEY, F_PERFMAP, F_RANDOMIZE,
                     F_SEAL, GUARD_BTI, GUARD_PKEY, NAME_MAX, STAGE_ALIGN, UNWIND_DWARF_FP, UNWIND_DWARF_SP,
                     UNWIND_NAME, Image, JitFunction, Pool, library, strerror, version)
 from ._diag import backtrace, fill_x86_int3, probe, symbolize
@@ -119,4 +126,4 @@ __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "F_KEEP_STAGING", "INFO_FINALIZED", "INFO_LARGE", "INFO_NAMED",
            "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
            "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "STAGE_ALIGN", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP",
-           "UNWIND_DWARF_SP", "__version__"]
+           "UNWIND_DWARF_SP", "DATA_RO", "DATA_RW", "__version__"]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["Pool", "JitFunction", "Image", "version", "strerror", "library",
            "BACKENDS", "F_RANDOMIZE", "F_SEAL", "F_PERFMAP", "F_JITDUMP", "F_NO_PKEY", "F_BTI",
            "GUARD_PKEY", "GUARD_BTI", "CHUNK_SIZE", "STAGE_ALIGN", "NAME_MAX", "UNWIND_NAME", "UNWIND_DWARF_FP",
-           "UNWIND_DWARF_SP"]
+           "UNWIND_DWARF_SP", "DATA_RO", "DATA_RW"]
 
 # enum ep_backend
 BACKENDS = {"auto": 0, "memfd": 1, "hugetlb": 2, "kmod": 3}
@@ -42,6 +42,10 @@ STAGE_ALIGN = 64
 
 # EP_NAME_MAX: the longest name ep_set_name() takes, in bytes
 NAME_MAX = 255
+
+# ep_alloc_data() kinds
+DATA_RO = 1
+DATA_RW = 2
 
 # ep_set_unwind() kinds
 UNWIND_NAME = 0
@@ -105,6 +109,14 @@ class _Image(ctypes.Structure):
     ]
 
 
+class _Symbol(ctypes.Structure):
+    _fields_ = [
+        ("offset", ctypes.c_size_t),
+        ("size", ctypes.c_size_t),
+        ("name", ctypes.c_char_p),
+    ]
+
+
 class _Stats(ctypes.Structure):
     # the field names of struct ep_stats, in order: Pool.stats() keys
     _fields_ = [
@@ -125,6 +137,14 @@ def _load_library() -> ctypes.CDLL:
         "ep_pool_create": (ctypes.c_int, [ctypes.POINTER(_Config), ctypes.POINTER(P)]),
         "ep_pool_destroy": (None, [P]),
         "ep_alloc": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.POINTER(_Image)]),
+        "ep_alloc_aligned": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.c_size_t,
+                                            ctypes.POINTER(_Image)]),
+        "ep_alloc_data": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint,
+                                         ctypes.POINTER(_Image)]),
+        "ep_finalize_group": (ctypes.c_int, [P, ctypes.POINTER(P), ctypes.c_size_t]),
+        "ep_keep_staging": (ctypes.c_int, [P, P]),
+        "ep_release_staging": (ctypes.c_int, [P, P]),
+        "ep_set_symbols": (ctypes.c_int, [P, P, ctypes.POINTER(_Symbol), ctypes.c_size_t]),
         "ep_write": (ctypes.c_int, [P, P, P, ctypes.c_size_t]),
         "ep_finalize": (ctypes.c_int, [P, P]),
         "ep_free": (ctypes.c_int, [P, P]),
@@ -203,7 +223,7 @@ class _Allocation:
     (finalize, write, shrink) and dropped when the staging buffer goes."""
 
     __slots__ = ("pool", "exec", "dead", "rw", "size", "finalized", "mirror", "views",
-                 "__weakref__")
+                 "kept", "__weakref__")
 
     def __init__(self, pool: "Pool", exec_addr: int, rw: int = 0, size: int = 0) -> None:
         self.pool = pool
@@ -212,6 +232,7 @@ class _Allocation:
         self.rw = rw                     # the staging buffer (alloc() only)
         self.size = size                 # bytes handed out, after shrinks
         self.finalized = False
+        self.kept = False                # keep_staging(): rw outlives finalize
         self.mirror: Optional[bytearray] = None
         # the views of mirror Image.buffer handed out, released when it goes
         self.views: "List[weakref.ref[memoryview]]" = []
@@ -274,13 +295,15 @@ class Image:
         reaches it at finalize() (or at write() and shrink() before then).
         Once the Image is finalized, freed or its pool closed it raises
         ValueError, and so does a view taken before (its slices are
-        bytes no code reads): patch live code with Pool.write()."""
+        bytes no code reads): patch live code with Pool.write().  After
+        Pool.keep_staging() it stays readable past finalize, as the bytes
+        written, until Pool.release_staging()."""
         alloc = self._alloc
         if alloc is None or not alloc.rw:
             raise ValueError("%r has no staging buffer: only Pool.alloc() makes one" % self)
         if alloc.dead is not None:
             raise ValueError("buffer of %r: it was %s" % (self, _dead_text(alloc)))
-        if alloc.finalized:
+        if alloc.finalized and not alloc.kept:
             raise ValueError("buffer of %r: it is finalized, its staging buffer is gone "
                              "(patch it with Pool.write())" % self)
         return alloc.view()
@@ -469,14 +492,87 @@ class Pool:
                         % type(target).__name__)
 
     # -- the C calls --------------------------------------------------------
-    def alloc(self, size: int) -> Image:
-        """ep_alloc(): an Image whose .rw is filled before finalize(.exec)."""
+    def alloc(self, size: int, align: int = 0) -> Image:
+        """ep_alloc(): an Image whose .rw is filled before finalize(.exec).
+        align (a power of two): ep_alloc_aligned(), .exec a multiple of it."""
         size = _unsigned(size, _SIZE_MAX, "size_t", "size")
+        align = _unsigned(align, _SIZE_MAX, "size_t", "align")
         img = _Image()
-        _check(library().ep_alloc(self._h("ep_alloc"), size, ctypes.byref(img)), "ep_alloc")
+        if align:
+            _check(library().ep_alloc_aligned(self._h("ep_alloc_aligned"), size, align,
+                                              ctypes.byref(img)), "ep_alloc_aligned")
+        else:
+            _check(library().ep_alloc(self._h("ep_alloc"), size, ctypes.byref(img)), "ep_alloc")
+        return self._image(img)
+
+    def alloc_data(self, size: int, kind: int = DATA_RO, align: int = 0) -> Image:
+        """ep_alloc_data(): data beside the pool's code (DATA_RO: read-only
+        after finalize, DATA_RW: writable at .exec after it; never
+        executable), staged in .rw as code is."""
+        size = _unsigned(size, _SIZE_MAX, "size_t", "size")
+        align = _unsigned(align, _SIZE_MAX, "size_t", "align")
+        kind = _unsigned(kind, _UINT_MAX, "unsigned int", "kind")
+        img = _Image()
+        _check(library().ep_alloc_data(self._h("ep_alloc_data"), size, align, kind,
+                                       ctypes.byref(img)), "ep_alloc_data")
+        return self._image(img)
+
+    def _image(self, img: _Image) -> Image:
         image = Image(int(img.exec or 0), int(img.rw or 0), int(img.size))
         image._alloc = self._track(image.exec, image.rw, image.size)
         return image
+
+    def finalize_group(self, targets: Iterable[Union["JitFunction[Any]", Image, int]]) -> None:
+        """ep_finalize_group(): finalize all of targets as one; on an error
+        (raised) none of them is, each staged as it was."""
+        h = self._h("ep_finalize_group")
+        pairs = [self._target(t, "ep_finalize_group") for t in targets]
+        for _, alloc in pairs:
+            if alloc is not None:
+                alloc.flush()
+        arr = (ctypes.c_void_p * max(len(pairs), 1))(*[a for a, _ in pairs])
+        _check(library().ep_finalize_group(h, arr, len(pairs)), "ep_finalize_group")
+        for _, alloc in pairs:
+            if alloc is not None:
+                alloc.finalized = True
+                if not alloc.kept:
+                    alloc.drop_mirror()
+
+    def keep_staging(self, target: Union["JitFunction[Any]", Image, int]) -> None:
+        """ep_keep_staging(): the staging buffer (and Image.buffer) stays
+        readable past finalize until release_staging() or free()."""
+        h = self._h("ep_keep_staging")
+        addr, alloc = self._target(target, "ep_keep_staging")
+        _check(library().ep_keep_staging(h, addr), "ep_keep_staging")
+        if alloc is not None:
+            alloc.kept = True
+
+    def release_staging(self, target: Union["JitFunction[Any]", Image, int]) -> None:
+        """ep_release_staging(): give back the buffer keep_staging() kept."""
+        h = self._h("ep_release_staging")
+        addr, alloc = self._target(target, "ep_release_staging")
+        _check(library().ep_release_staging(h, addr), "ep_release_staging")
+        if alloc is not None:
+            alloc.kept = False
+            if alloc.finalized:
+                alloc.drop_mirror()
+
+    def set_symbols(self, target: Union["JitFunction[Any]", Image, int],
+                    symbols: Iterable[Tuple[int, int, Union[str, bytes]]]) -> None:
+        """ep_set_symbols(): name parts of an allocation, (offset, size,
+        name) each, for symbolize(), lookup(), perf and debuggers."""
+        h = self._h("ep_set_symbols")
+        addr, _ = self._target(target, "ep_set_symbols")
+        syms = list(symbols)
+        arr = (_Symbol * max(len(syms), 1))()
+        for i, (off, size, name) in enumerate(syms):
+            raw = name.encode() if isinstance(name, str) else bytes(name)
+            if b"\0" in raw:
+                raise ValueError("name contains a null byte: %r" % raw)
+            arr[i].offset = _unsigned(off, _SIZE_MAX, "size_t", "offset")
+            arr[i].size = _unsigned(size, _SIZE_MAX, "size_t", "size")
+            arr[i].name = raw
+        _check(library().ep_set_symbols(h, addr, arr, len(syms)), "ep_set_symbols")
 
     def write(self, target: Union["JitFunction[Any]", Image, int], data: bytes,
               offset: int = 0) -> None:
@@ -510,9 +606,10 @@ class Pool:
         _check(library().ep_finalize(h, addr), "ep_finalize")
         if alloc is not None:
             # the staging buffer is the library's again (reused for other
-            # code): Image.buffer must not reach it
+            # code): Image.buffer must not reach it, unless it is kept
             alloc.finalized = True
-            alloc.drop_mirror()
+            if not alloc.kept:
+                alloc.drop_mirror()
 
     def free(self, target: Union["JitFunction[Any]", Image, int]) -> None:
         """ep_free(): release a JitFunction, Image or exec address.

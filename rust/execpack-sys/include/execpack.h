@@ -171,10 +171,11 @@ EP_API int ep_alloc_aligned(struct ep_pool *pool, size_t size, size_t align,
 
 /*
  * Reserve size bytes of data (align as ep_alloc_aligned(); 0: the chunk
- * size) in the pool's data packs, which lie inside the pool's code range
- * (or near's window), so that every allocation of code of the pool reaches
- * every allocation of data with a 32-bit PC-relative fixup (x86-64) or
- * ADRP (arm64).  Staged as code is: out->rw until ep_finalize(), which
+ * size) in the pool's data packs, which lie inside the pool's code range,
+ * so that every allocation of code of the pool reaches every allocation of
+ * data with a 32-bit PC-relative fixup (x86-64) or ADRP (arm64).  With
+ * near alone, code and data each lie within rel32 of near (up to 4 GiB
+ * apart); with neither, anywhere.  Never executable; -EOPNOTSUPP on kmod.  Staged as code is: out->rw until ep_finalize(), which
  * copies it to out->exec (the data's final address) and maps it read-only
  * (EP_DATA_RO) or leaves it writable there (EP_DATA_RW).  ep_write(),
  * ep_finalize(), ep_free(), ep_shrink(), ep_lookup() and groups take

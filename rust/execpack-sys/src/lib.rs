@@ -22,6 +22,9 @@ pub const EP_CHUNK_SIZE: usize = 64;
 pub const EP_STAGE_ALIGN: usize = 64;
 /// Longest name `ep_set_name` takes, without the NUL.
 pub const EP_NAME_MAX: usize = 255;
+/// `ep_alloc_data` kinds: read-only after `ep_finalize`, or read-write; never executable.
+pub const EP_DATA_RO: c_uint = 1;
+pub const EP_DATA_RW: c_uint = 2;
 
 /// Opaque pool.
 #[repr(C)]
@@ -157,6 +160,13 @@ extern "C" {
         pool: *mut ep_pool,
         size: usize,
         align: usize,
+        out: *mut ep_image,
+    ) -> c_int;
+    pub fn ep_alloc_data(
+        pool: *mut ep_pool,
+        size: usize,
+        align: usize,
+        kind: c_uint,
         out: *mut ep_image,
     ) -> c_int;
     pub fn ep_write(pool: *mut ep_pool, dst: *mut c_void, src: *const c_void, len: usize) -> c_int;
