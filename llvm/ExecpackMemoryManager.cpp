@@ -103,7 +103,8 @@ public:
 			freeAll(MM.Pool, Segs);
 			return OnFinalized(epError("ep_keep_staging", rc));
 		}
-		rc = ep_finalize_group(MM.Pool, execs.data(), execs.size());
+		// (a graph with nothing to allocate has no group)
+		rc = execs.empty() ? 0 : ep_finalize_group(MM.Pool, execs.data(), execs.size());
 		if (rc) {
 			freeAll(MM.Pool, Segs);
 			return OnFinalized(epError("ep_finalize_group", rc));
