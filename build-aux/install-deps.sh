@@ -3,7 +3,7 @@
 # Installs the Debian packages libexecpack needs to build and test.
 # Usage: build-aux/install-deps.sh [base|kmod|cross|src|all]
 #   base: compiler toolchain, Autotools, Check, Valgrind, libunwind, cargo and
-#         rustc, gdb (default)
+#         rustc, gdb, LLVM and clang 19 with csmith (default)
 #   kmod: what `make check-kmod` needs to boot a real kernel under qemu
 #   cross: cross compilers for aarch64 and riscv64, the arm64 (multiarch)
 #         pkg-config, Check, libunwind and Rust standard library, and
@@ -37,6 +37,9 @@ base="$base linux-perf libcapstone-dev"
 base="$base cargo rustc"
 # tests/gdb-jit.sh: JIT code under gdb (bt, break, gdb -p)
 base="$base gdb"
+# libexecpack-llvm (LLVM ORC's memory manager) and the llvm stage of
+# build-aux/run.sh: LLVM 19, clang 19 for the bitcode, csmith's programs
+base="$base llvm-19-dev clang-19 csmith libcsmith-dev"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

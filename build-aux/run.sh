@@ -8,7 +8,7 @@
 #                           stage; ends with "N passed, N failed"
 #
 # Environment: BUILD_DIR (default ./_build), STAGES (test stages to run,
-# default all: check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz clients debian distcheck),
+# default all: check rust llvm valgrind kmod pku aarch64 riscv64 sanitizers fuzz clients debian distcheck),
 # EP_TEST_BUDGET (seconds the whole test run may take, default 5100: CI allows 5400).
 #
 # Every stage runs under timeout(1) with its own limit, cut to what is left
@@ -92,7 +92,7 @@ limit() {
 	return "$lrc"
 }
 
-want() { case " ${STAGES:-check rust valgrind kmod pku aarch64 riscv64 sanitizers fuzz clients debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${STAGES:-check rust llvm valgrind kmod pku aarch64 riscv64 sanitizers fuzz clients debian distcheck} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # Huge pages for the hugetlb tests; the old value is put back at exit.
 old_hp=""
@@ -123,6 +123,22 @@ if want rust; then
 	elif [ "$rc" -ne 0 ]; then
 		status=1
 		[ -f "$results/rust/stage.results" ] || record rust 0 1
+	fi
+fi
+
+# llvm: csmith's random C programs under LLJIT on ExecpackMemoryManager,
+# checksums against native builds at -O0 and -O2, a C++ exception through
+# JIT frames, perf's map, ORC's threads (build-aux/llvm.sh; SKIP without
+# LLVM 19, clang-19 or csmith).
+if want llvm; then
+	say "llvm: csmith programs under LLJIT on libexecpack (build-aux/llvm.sh)"
+	limit llvm 600 sh "$top/build-aux/llvm.sh" "$build/main" "$results"
+	rc=$?
+	if [ "$rc" -eq 77 ]; then
+		record llvm 0 0 1
+	elif [ "$rc" -ne 0 ]; then
+		status=1
+		[ -f "$results/llvm/stage.results" ] || record llvm 0 1
 	fi
 fi
 

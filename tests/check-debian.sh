@@ -136,7 +136,7 @@ fi
 
 changes=$(ls "$work"/libexecpack_*.changes 2>/dev/null | head -n 1)
 deb() { ls "$work/$1"_*.deb 2>/dev/null | head -n 1; }
-packages="libexecpack0 libexecpack-dev execpack-tools execpack-dkms python3-execpack"
+packages="libexecpack0 libexecpack-dev libexecpack-llvm0 libexecpack-llvm-dev execpack-tools execpack-dkms python3-execpack"
 for p in $packages; do
 	check "package $p built" test -n "$(deb "$p")"
 done
@@ -186,6 +186,15 @@ check "libexecpack-dev holds /usr/include/execpack.h" in_pkg libexecpack-dev /us
 check "libexecpack-dev holds the pkg-config file" in_pkg libexecpack-dev "/usr/lib/$ma/pkgconfig/execpack.pc"
 check "libexecpack-dev holds libexecpack(7)" in_pkg libexecpack-dev /usr/share/man/man7/libexecpack.7.gz
 check "libexecpack-dev holds the static library" in_pkg libexecpack-dev "/usr/lib/$ma/libexecpack.a"
+# the LLVM ORC memory manager (llvm/): its own SONAME, header and .pc
+llvm_soname=$(LC_ALL=C readelf -d "$libdir/libexecpack-llvm.so.0.0.0" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')
+check "libexecpack-llvm0 holds libexecpack-llvm.so.0.0.0, SONAME libexecpack-llvm.so.0 (got '$llvm_soname')" \
+	sh -c "grep -qx '/usr/lib/$ma/libexecpack-llvm.so.0.0.0' '$work/libexecpack-llvm0.list' &&
+	       test '$llvm_soname' = libexecpack-llvm.so.0"
+check "libexecpack-llvm-dev holds execpack/llvm.h, the .so link and execpack-llvm.pc" \
+	sh -c "grep -qx /usr/include/execpack/llvm.h '$work/libexecpack-llvm-dev.list' &&
+	       grep -qx '/usr/lib/$ma/libexecpack-llvm.so' '$work/libexecpack-llvm-dev.list' &&
+	       grep -qx '/usr/lib/$ma/pkgconfig/execpack-llvm.pc' '$work/libexecpack-llvm-dev.list'"
 
 # every EP_API function has a man page in -dev
 missing=""
