@@ -8,7 +8,8 @@
 #   CC            compiler (default: clang if installed, else gcc)
 #   SAN_BUILDDIR  where the build trees go (default: a new temporary directory)
 #   SAN_JOBS      parallel make jobs (default: number of CPUs)
-#   SAN_CONFIGURE_FLAGS  extra configure arguments
+#   SAN_CONFIGURE_FLAGS  extra configure arguments (default --without-llvm:
+#                        LLVM's own libraries are not instrumented)
 #
 # A sanitizer report fails the test that triggered it (halt_on_error, and
 # -fno-sanitize-recover=all for UBSan).  Tests that cannot run under a given
@@ -62,7 +63,7 @@ for san in $runs; do
 	result=PASS
 	# shellcheck disable=SC2086
 	if ! (cd "$dir" && "$srcdir/configure" -q CC="$CC" CFLAGS="$flags $common" \
-		LDFLAGS="$flags" ${SAN_CONFIGURE_FLAGS:-} >configure.out 2>&1); then
+		LDFLAGS="$flags" ${SAN_CONFIGURE_FLAGS:---without-llvm} >configure.out 2>&1); then
 		result="FAIL (configure; see $dir/config.log)"
 	elif ! (cd "$dir" && make -j"$jobs" >build.out 2>&1); then
 		result="FAIL (build; see $dir/build.out)"
