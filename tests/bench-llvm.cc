@@ -24,6 +24,7 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,6 +155,89 @@ private:
 	JITLinkMemoryManager &Inner;
 };
 
+// The floor: a manager's own work with no allocator under it.  The same
+// steps as ExecpackMemoryManager (BasicLayout, the zero fill, apply(),
+// the finalize and dealloc actions: eh-frame registration), with every
+// segment bumped out of one memfd mapped once, read-write and
+// read-execute (and one read-write arena for writable data), and never
+// reused: what no memory manager of this shape can go below.
+class FloorManager : public JITLinkMemoryManager {
+public:
+	FloorManager()
+	{
+		int fd = memfd_create("bench-llvm-floor", MFD_CLOEXEC);
+		if (fd < 0 || ftruncate(fd, long(Cap)) != 0)
+			abort();
+		Rw = static_cast<char *>(mmap(nullptr, Cap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+		Rx = static_cast<char *>(mmap(nullptr, Cap, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0));
+		Data = static_cast<char *>(mmap(nullptr, Cap, PROT_READ | PROT_WRITE,
+						 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+		close(fd);
+		if (Rw == MAP_FAILED || Rx == MAP_FAILED || Data == MAP_FAILED)
+			abort();
+	}
+
+	class Flight : public InFlightAlloc {
+	public:
+		explicit Flight(orc::shared::AllocActions A) : Actions(std::move(A)) {}
+		void abandon(OnAbandonedFunction OnAbandoned) override { OnAbandoned(Error::success()); }
+		void finalize(OnFinalizedFunction OnFinalized) override
+		{
+			auto D = orc::shared::runFinalizeActions(Actions);
+			if (!D)
+				return OnFinalized(D.takeError());
+			auto *F = new std::vector<orc::shared::WrapperFunctionCall>(std::move(*D));
+			OnFinalized(FinalizedAlloc(orc::ExecutorAddr::fromPtr(F)));
+		}
+
+	private:
+		orc::shared::AllocActions Actions;
+	};
+
+	void allocate(const JITLinkDylib *, LinkGraph &G, OnAllocatedFunction OnAllocated) override
+	{
+		BasicLayout BL(G);
+		for (auto &KV : BL.segments()) {
+			const orc::AllocGroup &AG = KV.first;
+			BasicLayout::Segment &Seg = KV.second;
+			if (AG.getMemLifetime() == orc::MemLifetime::NoAlloc)
+				continue;
+			size_t size = Seg.ContentSize + Seg.ZeroFillSize;
+			size_t align = Seg.Alignment.value();
+			bool writable = (AG.getMemProt() & orc::MemProt::Write) != orc::MemProt::None;
+			size_t &used = writable ? DataUsed : CodeUsed;
+			size_t off = (used + align - 1) & ~(align - 1);
+			if (off + size > Cap)
+				return OnAllocated(make_error<StringError>("bench-llvm: floor arena full",
+									   inconvertibleErrorCode()));
+			used = off + size;
+			char *rw = writable ? Data + off : Rw + off;
+			memset(rw + Seg.ContentSize, 0, size - Seg.ContentSize);
+			Seg.Addr = orc::ExecutorAddr::fromPtr(writable ? Data + off : Rx + off);
+			Seg.WorkingMem = rw;
+		}
+		if (Error E = BL.apply())
+			return OnAllocated(std::move(E));
+		OnAllocated(std::make_unique<Flight>(std::move(BL.graphAllocActions())));
+	}
+
+	void deallocate(std::vector<FinalizedAlloc> Allocs, OnDeallocatedFunction OnDeallocated) override
+	{
+		Error Err = Error::success();
+		for (FinalizedAlloc &FA : Allocs) {
+			std::unique_ptr<std::vector<orc::shared::WrapperFunctionCall>> D(
+				FA.release().toPtr<std::vector<orc::shared::WrapperFunctionCall> *>());
+			Err = joinErrors(std::move(Err), orc::shared::runDeallocActions(*D));
+		}
+		OnDeallocated(std::move(Err));
+	}
+
+private:
+	static constexpr size_t Cap = size_t(256) << 20;
+	char *Rw, *Rx, *Data;
+	size_t CodeUsed = 0, DataUsed = 0;
+};
+
 static std::string moduleText(int i)
 {
 	char buf[1024];
@@ -215,11 +299,17 @@ static void die(Error E, const char *what)
 	_exit(1);
 }
 
-static Result runOne(bool execpack, bool keep, int modules)
+enum Kind { LLVM_MM, EXECPACK, EXECPACK_NOKEEP, FLOOR };
+
+static Result runOne(Kind kind, int modules)
 {
 	Result res{};
 	std::unique_ptr<JITLinkMemoryManager> MM;
-	if (execpack) {
+	bool execpack = kind == EXECPACK || kind == EXECPACK_NOKEEP;
+	bool keep = kind == EXECPACK;
+	if (kind == FLOOR) {
+		MM = std::make_unique<FloorManager>();
+	} else if (execpack) {
 		execpack::ExecpackMemoryManager::Options O;
 		O.KeepStaging = keep;
 		auto E = execpack::ExecpackMemoryManager::Create(O);
@@ -297,7 +387,7 @@ static Result runOne(bool execpack, bool keep, int modules)
 	return res;
 }
 
-static bool inChild(bool execpack, bool keep, int modules, Result *out)
+static bool inChild(Kind kind, int modules, Result *out)
 {
 	int fd[2];
 	if (pipe(fd))
@@ -305,7 +395,7 @@ static bool inChild(bool execpack, bool keep, int modules, Result *out)
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(fd[0]);
-		Result r = runOne(execpack, keep, modules);
+		Result r = runOne(kind, modules);
 		_exit(write(fd[1], &r, sizeof(r)) == sizeof(r) ? 0 : 1);
 	}
 	close(fd[1]);
@@ -315,7 +405,7 @@ static bool inChild(bool execpack, bool keep, int modules, Result *out)
 	waitpid(pid, &st, 0);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		fprintf(stderr, "bench-llvm: the %s run ended with status %#x\n",
-			execpack ? "execpack" : "LLVM", st);
+			kind == LLVM_MM ? "LLVM" : kind == FLOOR ? "floor" : "execpack", st);
 	return ok && WIFEXITED(st) && WEXITSTATUS(st) == 0 && out->ok;
 }
 
@@ -332,15 +422,15 @@ int main(int argc, char **argv)
 	// Rounds of the three runs in turn; each figure is the median over
 	// rounds (a busy machine moves single runs by a factor of two).
 	enum { ROUNDS = 5 };
-	Result r[3][ROUNDS];
+	Result r[4][ROUNDS];
 	for (int i = 0; i < ROUNDS; i++)
-		if (!inChild(false, true, modules, &r[0][i]) || !inChild(true, true, modules, &r[1][i]) ||
-		    !inChild(true, false, modules, &r[2][i])) {
+		if (!inChild(LLVM_MM, modules, &r[0][i]) || !inChild(EXECPACK, modules, &r[1][i]) ||
+		    !inChild(EXECPACK_NOKEEP, modules, &r[2][i]) || !inChild(FLOOR, modules, &r[3][i])) {
 			fprintf(stderr, "bench-llvm: a run failed\n");
 			return 1;
 		}
-	Result med[3];
-	for (int k = 0; k < 3; k++) {
+	Result med[4];
+	for (int k = 0; k < 4; k++) {
 		med[k] = r[k][0];
 		auto median = [&](auto field) {
 			std::vector<double> v;
@@ -361,7 +451,7 @@ int main(int argc, char **argv)
 			med[k].worst_module = std::max(med[k].worst_module, r[k][i].worst_module);
 		}
 	}
-	const Result &l = med[0], &e = med[1], &n = med[2];
+	const Result &l = med[0], &e = med[1], &n = med[2], &f = med[3];
 	printf("LLJIT, %d small modules (text + rodata + data), each linked and called;\n"
 	       "medians of %d rounds:\n", modules, ROUNDS);
 	printf("%-34s %14s %14s %8s\n", "", "LLVM InProcess", "execpack", "ratio");
@@ -378,6 +468,10 @@ int main(int argc, char **argv)
 	       e.run_ms / l.run_ms);
 	printf("%-34s %11.2f ms %11.2f ms %8.3f  (KeepStaging = false)\n", "", l.mm_ms, n.mm_ms,
 	       n.mm_ms / l.mm_ms);
+	printf("%-34s %11.2f ms %11.2f ms %8.3f  (the floor: the same work, no allocator)\n", "",
+	       l.mm_ms, f.mm_ms, f.mm_ms / l.mm_ms);
+	printf("%-34s %11ld kB %11ld kB %8.3f  (the floor's Pss growth)\n", "", l.pss_kb, f.pss_kb,
+	       l.pss_kb > 0 ? double(f.pss_kb) / l.pss_kb : 0.0);
 	printf("execpack: the pool's packs hold %ld kB (the rest of its Pss growth is LLVM's own\n"
 	       "  bookkeeping, which LLVM's manager's growth includes too)\n", e.pool_kb);
 	printf("execpack: widest module %llu bytes, all modules within %llu bytes (reach %llu): %s\n",
