@@ -321,7 +321,7 @@ void ep__info_hide(void)
  */
 static bool writer_stuck(const void *writer)
 {
-	int *mark = ep__fork_mark;
+	int *mark = ep__load_acquire(&ep__fork_mark);
 
 	return writer == ep__self() || (mark && ep__load_acquire(mark) != 1);
 }

@@ -413,7 +413,8 @@ static void atfork_install(void)
 	if (m != MAP_FAILED) {
 		if (madvise(m, pg, MADV_WIPEONFORK) == 0) {
 			*(int *)m = 1;
-			ep__fork_mark = m;
+			/* readers check it without the once-flag (fork.h) */
+			ep__store_release(&ep__fork_mark, (int *)m);
 		} else {
 			munmap(m, pg); /* (before Linux 4.14) */
 		}

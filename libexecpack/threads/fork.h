@@ -19,7 +19,9 @@ void ep__fork_setup(void);
 /* On every call: one load tells a child that no fork handler told. */
 static inline void ep__fork_check(void)
 {
-	int *mark = ep__fork_mark;
+	/* (set once by whichever thread makes the first pool, while others
+	 * may already be calling: an atomic pointer) */
+	int *mark = ep__load_acquire(&ep__fork_mark);
 
 	if (__builtin_expect(mark && ep__load_acquire(mark) != 1, 0))
 		ep__fork_missed();
