@@ -63,41 +63,13 @@ int footprint_child(const char *kind, int count)
  */
 static bool footprint_run(const char *kind, int count, double *kib, double *reserved)
 {
-	int fd[2], st;
 	char arg[16], out[128];
-	size_t got = 0;
-	ssize_t len;
-
-	std::snprintf(arg, sizeof(arg), "%d", count);
-	if (pipe2(fd, O_CLOEXEC))
-		die("pipe: %s", std::strerror(errno));
-	std::fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork: %s", std::strerror(errno));
-	if (pid == 0) {
-		if (dup2(fd[1], 1) < 0)
-			_exit(127);
-		execl("/proc/self/exe", "bench-suite", "--footprint-child", kind, arg,
-		      static_cast<char *>(nullptr));
-		_exit(127);
-	}
-	close(fd[1]);
-	while (got < sizeof(out) - 1 && (len = read(fd[0], out + got, sizeof(out) - 1 - got)) != 0) {
-		if (len < 0 && errno == EINTR)
-			continue;
-		if (len < 0)
-			break;
-		got += size_t(len);
-	}
-	out[got] = 0;
-	close(fd[0]);
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			die("waitpid: %s", std::strerror(errno));
 	long k;
 	size_t rsv;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || std::sscanf(out, "%ld %zu", &k, &rsv) != 2)
+
+	std::snprintf(arg, sizeof(arg), "%d", count);
+	if (!run_self("--footprint-child", kind, arg, out, sizeof(out)) ||
+	    std::sscanf(out, "%ld %zu", &k, &rsv) != 2)
 		return false;
 	*kib = double(k);
 	*reserved = double(rsv);

@@ -65,39 +65,11 @@ int start_child(const char *kind)
 /* Fork and exec this program as a start-up child; false if it failed. */
 static bool start_run(const char *kind, double *ns)
 {
-	int fd[2], st;
 	char out[64];
-	size_t got = 0;
-	ssize_t len;
-
-	if (pipe2(fd, O_CLOEXEC))
-		die("pipe: %s", std::strerror(errno));
-	std::fflush(stdout);
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork: %s", std::strerror(errno));
-	if (pid == 0) {
-		if (dup2(fd[1], 1) < 0)
-			_exit(127);
-		execl("/proc/self/exe", "bench-suite", "--start-child", kind,
-		      static_cast<char *>(nullptr));
-		_exit(127);
-	}
-	close(fd[1]);
-	while (got < sizeof(out) - 1 && (len = read(fd[0], out + got, sizeof(out) - 1 - got)) != 0) {
-		if (len < 0 && errno == EINTR)
-			continue;
-		if (len < 0)
-			break;
-		got += size_t(len);
-	}
-	out[got] = 0;
-	close(fd[0]);
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			die("waitpid: %s", std::strerror(errno));
 	long long v;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || std::sscanf(out, "%lld", &v) != 1)
+
+	if (!run_self("--start-child", kind, nullptr, out, sizeof(out)) ||
+	    std::sscanf(out, "%lld", &v) != 1)
 		return false;
 	*ns = double(v);
 	return true;

@@ -13,6 +13,48 @@
 #if defined(__x86_64__)
 namespace bench {
 
+/* ---- a fresh process of this program --------------------------------- */
+
+/*
+ * Fork and exec this program (bench-suite) with flag, kind and arg (NULL:
+ * none): its standard output into out (cap bytes with the terminating
+ * zero).  True when it exited with status 0.  For what a fresh process
+ * costs (start-up, footprint), which a fork alone would not show.
+ */
+inline bool run_self(const char *flag, const char *kind, const char *arg, char *out, size_t cap)
+{
+	int fd[2], st;
+	size_t got = 0;
+	ssize_t len;
+
+	if (pipe2(fd, O_CLOEXEC))
+		die("pipe: %s", std::strerror(errno));
+	std::fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", std::strerror(errno));
+	if (pid == 0) {
+		if (dup2(fd[1], 1) < 0)
+			_exit(127);
+		execl("/proc/self/exe", "bench-suite", flag, kind, arg, static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	close(fd[1]);
+	while (got < cap - 1 && (len = read(fd[0], out + got, cap - 1 - got)) != 0) {
+		if (len < 0 && errno == EINTR)
+			continue;
+		if (len < 0)
+			break;
+		got += size_t(len);
+	}
+	out[got] = 0;
+	close(fd[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid: %s", std::strerror(errno));
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 /* ---- /proc/self/smaps ------------------------------------------------- */
 
 struct MapEnt {
