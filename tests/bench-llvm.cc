@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "llvm-module.h"
+
 using namespace llvm;
 using namespace llvm::orc;
 using namespace llvm::jitlink;
@@ -238,25 +240,10 @@ private:
 	size_t CodeUsed = 0, DataUsed = 0;
 };
 
+// Module i: f<i>(x) = ++ctr<i> + msg<i>[x & 7] (tests/llvm-module.h).
 static std::string moduleText(int i)
 {
-	char buf[1024];
-	snprintf(buf, sizeof(buf),
-		 "@ctr%d = global i64 %d\n"
-		 "@msg%d = constant [8 x i8] c\"m%06d\\00\"\n"
-		 "define i64 @f%d(i64 %%x) {\n"
-		 "  %%c = load i64, ptr @ctr%d\n"
-		 "  %%n = add i64 %%c, 1\n"
-		 "  store i64 %%n, ptr @ctr%d\n"
-		 "  %%k = and i64 %%x, 7\n"
-		 "  %%p = getelementptr [8 x i8], ptr @msg%d, i64 0, i64 %%k\n"
-		 "  %%b = load i8, ptr %%p\n"
-		 "  %%z = zext i8 %%b to i64\n"
-		 "  %%r = add i64 %%n, %%z\n"
-		 "  ret i64 %%r\n"
-		 "}\n",
-		 i, i, i, i, i, i, i, i);
-	return buf;
+	return llvmModuleText(i, 7, false);
 }
 
 static long pssKb()

@@ -32,6 +32,8 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
+#include "llvm-module.h"
+
 using namespace llvm;
 using namespace llvm::orc;
 
@@ -53,27 +55,11 @@ static void die(Error E, const char *what)
 	exit(1);
 }
 
-// Module i: f<i>(x) = ++ctr<i> + msg<i>[x & 3] + x, ctr<i> starting at i.
+// Module i: f<i>(x) = ++ctr<i> + msg<i>[x & 3] + x, ctr<i> starting at i
+// (tests/llvm-module.h).
 static std::string moduleText(int i)
 {
-	char buf[1024];
-	snprintf(buf, sizeof(buf),
-		 "@ctr%d = global i64 %d\n"
-		 "@msg%d = constant [8 x i8] c\"m%06d\\00\"\n"
-		 "define i64 @f%d(i64 %%x) {\n"
-		 "  %%c = load i64, ptr @ctr%d\n"
-		 "  %%n = add i64 %%c, 1\n"
-		 "  store i64 %%n, ptr @ctr%d\n"
-		 "  %%k = and i64 %%x, 3\n"
-		 "  %%p = getelementptr [8 x i8], ptr @msg%d, i64 0, i64 %%k\n"
-		 "  %%b = load i8, ptr %%p\n"
-		 "  %%z = zext i8 %%b to i64\n"
-		 "  %%s = add i64 %%n, %%z\n"
-		 "  %%r = add i64 %%s, %%x\n"
-		 "  ret i64 %%r\n"
-		 "}\n",
-		 i, i, i, i, i, i, i, i);
-	return buf;
+	return llvmModuleText(i, 3, true);
 }
 
 static long expected(int i, long x)
