@@ -19,13 +19,8 @@
 
 static struct ep_pool *make_pool(size_t pack_size, unsigned flags, size_t chunk)
 {
-	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
-				 .pack_size = pack_size, .flags = flags, .chunk_size = chunk };
-	struct ep_pool *p = NULL;
-	int rc = ep_pool_create(&cfg, &p);
-
-	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
-	return p;
+	return tu_pool((struct ep_config){ .backend = EP_BACKEND_MEMFD, .pack_size = pack_size,
+					   .flags = flags, .chunk_size = chunk });
 }
 
 static size_t used(struct ep_pool *p)

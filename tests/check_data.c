@@ -27,37 +27,8 @@
 
 static struct ep_pool *make_pool(size_t range, const void *near, size_t limit)
 {
-	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
-				 .pack_size = PACK, .code_range = range, .near = near,
-				 .limit = limit };
-	struct ep_pool *p = NULL;
-	int rc = ep_pool_create(&cfg, &p);
-
-	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
-	return p;
-}
-
-/* The permissions ("r--p", "rw-s", ...) of the mapping holding addr in
- * /proc/self/maps into perms[5]; 0, or -1 when not found. */
-static int perms_of(const void *addr, char perms[5])
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-	int rc = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-
-		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 &&
-		    (uintptr_t)addr >= lo && (uintptr_t)addr < hi) {
-			rc = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return rc;
+	return tu_pool((struct ep_config){ .backend = EP_BACKEND_MEMFD, .pack_size = PACK,
+					   .code_range = range, .near = near, .limit = limit });
 }
 
 /* What a child dies of (its signal), or 0 when it exits normally. */
@@ -114,7 +85,7 @@ START_TEST(test_read_only)
 	/* _i: a pack allocation, a large one */
 	struct ep_pool *p = make_pool(RANGE, NULL, 0);
 	size_t size = _i ? 3 * PACK : 200;
-	char perms[5];
+	char perms[8];
 	struct ep_image img;
 
 	ck_assert_int_eq(ep_alloc_data(p, size, 0, EP_DATA_RO, &img), 0);
@@ -126,7 +97,7 @@ START_TEST(test_read_only)
 	ck_assert(all_bytes(img.exec, 8, 0x11));
 	ck_assert_int_eq(memcmp((char *)img.exec + 8, "ab", 2), 0);
 	ck_assert(all_bytes((char *)img.exec + 10, size - 10, 0x11));
-	ck_assert_int_eq(perms_of(img.exec, perms), 0);
+	ck_assert_int_eq(tu_mapping_perms(img.exec, perms, NULL, 0), 0);
 	ck_assert_msg(perms[0] == 'r' && perms[1] == '-' && perms[2] == '-', "RO data mapped %s",
 		      perms);
 	ck_assert_int_eq(child_signal(store_to, img.exec), SIGSEGV);
@@ -145,11 +116,11 @@ START_TEST(test_read_write)
 {
 	struct ep_pool *p = make_pool(RANGE, NULL, 0);
 	size_t size = _i ? 3 * PACK : 200;
-	char perms[5];
+	char perms[8];
 	unsigned char *d = data(p, size, EP_DATA_RW, 0x22);
 
 	ck_assert(all_bytes(d, size, 0x22));
-	ck_assert_int_eq(perms_of(d, perms), 0);
+	ck_assert_int_eq(tu_mapping_perms(d, perms, NULL, 0), 0);
 	ck_assert_msg(perms[0] == 'r' && perms[1] == 'w' && perms[2] == '-', "RW data mapped %s",
 		      perms);
 	memset(d, 0x33, size); /* written in place */
@@ -437,7 +408,7 @@ START_TEST(test_hugetlb)
 	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_HUGETLB,
 				 .code_range = 8 * huge };
 	struct ep_pool *p = NULL;
-	char perms[5];
+	char perms[8];
 	int rc;
 
 	if (!huge) {
@@ -462,14 +433,14 @@ START_TEST(test_hugetlb)
 		memset(ro.rw, 7, 100);
 		ck_assert_int_eq(ep_finalize(p, ro.exec), 0);
 		ck_assert(all_bytes(ro.exec, 100, 7));
-		ck_assert_int_eq(perms_of(ro.exec, perms), 0);
+		ck_assert_int_eq(tu_mapping_perms(ro.exec, perms, NULL, 0), 0);
 		ck_assert_msg(perms[1] == '-' && perms[2] == '-', "RO data mapped %s", perms);
 		ck_assert_int_eq(child_signal(store_to, ro.exec), SIGSEGV);
 		rc = ep_alloc_data(p, 100, 0, EP_DATA_RW, &rw);
 		if (rc == 0) {
 			ck_assert_int_eq(ep_finalize(p, rw.exec), 0);
 			((char *)rw.exec)[0] = 1;
-			ck_assert_int_eq(perms_of(rw.exec, perms), 0);
+			ck_assert_int_eq(tu_mapping_perms(rw.exec, perms, NULL, 0), 0);
 			ck_assert_msg(perms[1] == 'w' && perms[2] == '-', "RW data mapped %s", perms);
 			ck_assert_uint_lt((uintptr_t)rw.exec > (uintptr_t)code
 						  ? (uintptr_t)rw.exec - (uintptr_t)code

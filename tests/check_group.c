@@ -30,13 +30,8 @@ static struct ep_pool *g_pool; /* (test_two_heaps' other thread) */
 
 static struct ep_pool *make_pool(unsigned flags)
 {
-	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD,
-				 .pack_size = PACK, .flags = flags };
-	struct ep_pool *p = NULL;
-	int rc = ep_pool_create(&cfg, &p);
-
-	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
-	return p;
+	return tu_pool((struct ep_config){ .backend = EP_BACKEND_MEMFD, .pack_size = PACK,
+					   .flags = flags });
 }
 
 /* A staged "return imm" of size bytes (not finalized). */

@@ -409,8 +409,9 @@ static inline int tu_count_wx_mappings(void)
 	return n;
 }
 
-/* The permission string ("r-xs") of the mapping holding addr, or "" */
-static inline void tu_mapping_perms(const void *addr, char perms[8], char *name, size_t namelen)
+/* The permission string ("r-xs") of the mapping holding addr, and its
+ * name when asked: 0, or -1 with perms "" when no mapping holds addr. */
+static inline int tu_mapping_perms(const void *addr, char perms[8], char *name, size_t namelen)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
 	char line[1024];
@@ -419,7 +420,7 @@ static inline void tu_mapping_perms(const void *addr, char perms[8], char *name,
 	if (name && namelen)
 		name[0] = 0;
 	if (!f)
-		return;
+		return -1;
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long lo, hi;
 		char p[8];
@@ -436,6 +437,23 @@ static inline void tu_mapping_perms(const void *addr, char perms[8], char *name,
 		}
 	}
 	fclose(f);
+	return perms[0] ? 0 : -1;
 }
+
+#ifdef ck_assert_msg
+/* A pool made as cfg says (its sz filled in here); the test fails with
+ * ep_pool_create()'s reason when it cannot be made.  For the Check suites:
+ * check.h comes before this header. */
+static inline struct ep_pool *tu_pool(struct ep_config cfg)
+{
+	struct ep_pool *p = NULL;
+	int rc;
+
+	cfg.sz = sizeof(cfg);
+	rc = ep_pool_create(&cfg, &p);
+	ck_assert_msg(rc == 0, "ep_pool_create: %s", ep_strerror(rc));
+	return p;
+}
+#endif
 
 #endif /* EP_TESTUTIL_H */
