@@ -157,6 +157,18 @@ EP_API struct ep_pool *ep_default_pool(void)
 	return p;
 }
 
+#ifdef EP_INTERLEAVE
+/* The interleaving test's: the default pool unpublished and destroyed,
+ * with no thread calling, so that each schedule races a first call. */
+void ep__il_default_pool_reset(void)
+{
+	struct ep_pool *p = ep__load_acquire(&g_default);
+
+	ep__store_release(&g_default, NULL);
+	ep_pool_destroy(p);
+}
+#endif
+
 /* Whether a call may go on: -EDEADLK inside a fill function, else 0 (a
  * raw fork child reset first). */
 static inline int call_refused(void)
@@ -230,6 +242,8 @@ static struct ep__heap *data_heap(struct ep_pool *pool, unsigned kind)
 		VG_HAPPENS_AFTER(slot); /* (published whole, below) */
 		return h;
 	}
+	/* (another thread may publish it from here on: read again, locked) */
+	EP_YIELD("data heap: none yet");
 	ep__mutex_lock(&pool->heaps_lock);
 	h = ep__load_relaxed(slot);
 	if (!h) {

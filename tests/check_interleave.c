@@ -36,7 +36,8 @@
  * 10, 11, 16, 17 (shrink, finalize, add, trim, a stale free);
  * interleave-range.c, 12 and 20 (code ranges); interleave-patch.c, 14 and
  * 15 (patch windows); interleave-fork.c, 18 and 19 (raw children);
- * interleave-lookup.c, 21-25 (ep_lookup(), a group's finalize).
+ * interleave-lookup.c, 21-25 (ep_lookup(), a group's finalize);
+ * interleave-first.c, 26 and 27 (a first data heap, the default pool).
  */
 #include "config.h"
 
@@ -66,6 +67,7 @@ int main(void)
 	il_add_patch_tests(tc);
 	il_add_fork_tests(tc);
 	il_add_lookup_tests(tc);
+	il_add_first_tests(tc);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

@@ -340,8 +340,13 @@ unsigned char il_trap[EP_CHUNK_SIZE] __attribute__((aligned(EP_CHUNK_SIZE)));
 
 void il_check_traps(const char *where)
 {
+	static const unsigned char zero[EP_CHUNK_SIZE];
+
 	for (struct ep__heap *h = ep__load_acquire(&il_pool->heaps); h;
 	     h = h->next_heap) {
+		/* (a data heap's free chunks hold zeros: ep_alloc_data()) */
+		const unsigned char *fill = h->data ? zero : il_trap;
+
 		for (struct ep__pack *p = h->head; p; p = p->next) {
 			if (__atomic_load_n(&p->seq, __ATOMIC_RELAXED) & 1)
 				continue;
@@ -350,9 +355,10 @@ void il_check_traps(const char *where)
 					continue;
 				unsigned char *b = (unsigned char *)p->r.exec + (c << p->shift);
 
-				if (memcmp(b, il_trap, (size_t)1 << p->shift)) {
-					il_fail("free chunk %zu of a pack (%p) holds code (at %s)", c,
-						(void *)b, where);
+				if (memcmp(b, fill, (size_t)1 << p->shift)) {
+					il_fail("free chunk %zu of a %s pack (%p) is not %s (at %s)", c,
+						h->data ? "data" : "code", (void *)b,
+						h->data ? "zeroed" : "trap-filled", where);
 					return;
 				}
 			}
@@ -456,6 +462,17 @@ void il_pool_begin(const struct ep_config *cfg_in)
 	il_nfreed = 0;
 	ck_assert_int_eq(ep_pool_create(&cfg, &il_pool), 0);
 	il_pack_size = il_pool->first->pack_size;
+}
+
+/* A pool made elsewhere (the default pool), checked from here on as
+ * il_pool_begin()'s, with an empty model. */
+void il_pool_adopt(struct ep_pool *p)
+{
+	TU_FILL(il_trap, sizeof(il_trap), NULL);
+	memset(il_model, 0, sizeof(il_model));
+	il_nfreed = 0;
+	il_pool = p;
+	il_pack_size = p->first->pack_size;
 }
 
 void il_pool_end(void)

@@ -91,6 +91,7 @@ int il_model_find(const void *x);
 void il_check_traps(const char *where);
 void il_check_stats(const char *where);
 void il_pool_begin(const struct ep_config *cfg_in);
+void il_pool_adopt(struct ep_pool *p);
 void il_pool_end(void);
 
 /* ---- what the threads call ----------------------------------------------- */
@@ -116,5 +117,6 @@ void il_add_range_tests(TCase *tc);
 void il_add_patch_tests(TCase *tc);
 void il_add_fork_tests(TCase *tc);
 void il_add_lookup_tests(TCase *tc);
+void il_add_first_tests(TCase *tc);
 
 #endif
