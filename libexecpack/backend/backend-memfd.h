@@ -42,9 +42,9 @@ int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t le
 int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill, void *ctx);
 int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r);
 /* At a backend's open: whether base-page regions can be anonymous shared
- * memory here (maps a region of pack bytes, near kind->near if set, kept
- * as kind->spare; one page, unmapped, where pack is not a multiple of
- * pages), and kind->anon set so.  0, or -errno and why: -EADDRNOTAVAIL
+ * memory here (maps a region of pack bytes, kept as kind->spare; one
+ * page, unmapped, near kind->near, or where pack is not a multiple of
+ * pages or past the default), and kind->anon set so.  0, or -errno and why: -EADDRNOTAVAIL
  * where nothing is free near kind->near; any other error means a memfd may
  * still do. */
 int ep__memfd_probe_anon(struct ep__memfd_kind *kind, size_t pack, char *why, size_t whylen);

@@ -168,8 +168,12 @@ int ep__memfd_probe_anon(struct ep__memfd_kind *kind, size_t pack, char *why, si
 		return -EOPNOTSUPP;
 	}
 	/* the trial mapping is the first pack's (ep__memfd_spare_take()): a
-	 * pool's first program then costs no second mapping */
-	bool keep = pack >= kind->align && pack % kind->align == 0;
+	 * pool's first program then costs no second mapping.  Not near an
+	 * address (its reach is tested, and is refused, at each new pack),
+	 * nor for packs past the default size (a large reservation stays the
+	 * first ep_alloc()'s to fail). */
+	bool keep = !kind->near && pack >= kind->align && pack % kind->align == 0 &&
+		    pack <= EP__DEFAULT_PACK_SIZE;
 	int rc = ep__memfd_anon_map(kind, keep ? pack : kind->align, kind->align, NULL, NULL, &r);
 
 	kind->anon = rc == 0;
