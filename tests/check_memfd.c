@@ -169,6 +169,70 @@ START_TEST(test_packs_found_by_range)
 }
 END_TEST
 
+/*
+ * The probe at ep_pool_create() maps the first pack (issue 42: a fresh
+ * process's first program costs no second mapping): the first program
+ * lies in a view that was there before the first ep_alloc(), and no view
+ * is added.
+ */
+START_TEST(test_probe_is_first_pack)
+{
+	struct mapping before[64], after[64];
+	int n0 = execpack_mappings(before, 64), rc;
+
+	ck_assert_int_ge(n0, 2); /* the probe's exec view and alias */
+	void *f = tu_jit_ret(pool, 64, 5, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(tu_as_fn(f)(), 5);
+	ck_assert_int_eq(execpack_mappings(after, 64), n0);
+	int in = 0;
+
+	for (int i = 0; i < n0; i++)
+		in |= (uintptr_t)f >= before[i].lo && (uintptr_t)f < before[i].hi;
+	ck_assert_msg(in, "the first program is not in the probe's mapping");
+	ck_assert_int_eq(ep_free(pool, f), 0);
+}
+END_TEST
+
+/*
+ * A fork() between ep_pool_create() and the first ep_alloc(): parent and
+ * child share the probe's pages, so at most one of them may use them.  The
+ * parent's program must still return its own value after the child wrote
+ * and ran its own.
+ */
+START_TEST(test_probe_not_shared_after_fork)
+{
+	int go[2], rc;
+
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char c;
+
+		if (read(go[0], &c, 1) != 1)
+			_exit(3);
+		void *g = tu_jit_ret(pool, 64, 7, &rc);
+
+		_exit(rc || tu_as_fn(g)() != 7 ? 2 : 0);
+	}
+	void *f = tu_jit_ret(pool, 64, 3, &rc);
+
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(write(go[1], "g", 1), 1);
+	int st;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	ck_assert_int_eq(tu_as_fn(f)(), 3);
+	close(go[0]);
+	close(go[1]);
+	ck_assert_int_eq(ep_free(pool, f), 0);
+}
+END_TEST
+
 START_TEST(test_exec_view_is_not_writable_by_mprotect_of_alias)
 {
 	/* the alias never leaves the library: the only pointers a caller holds
@@ -282,6 +346,8 @@ static Suite *memfd_suite(void)
 	tcase_add_test(tc, test_packs_found_by_range);
 	tcase_add_test(tc, test_exec_view_is_not_writable_by_mprotect_of_alias);
 	tcase_add_test(tc, test_debug_views);
+	tcase_add_test(tc, test_probe_is_first_pack);
+	tcase_add_test(tc, test_probe_not_shared_after_fork);
 	suite_add_tcase(s, tc);
 	return s;
 }

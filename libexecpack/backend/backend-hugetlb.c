@@ -194,13 +194,17 @@ static int hugetlb_open(const struct ep_config *cfg, struct ep__backend **out, c
 		return rc;
 	}
 	ep__memfd_unmap(&probe, &r);
-	(void)ep__memfd_probe_anon(&be->small, NULL, 0); /* AUTO's base-page regions */
+	/* AUTO's base-page regions; its first pack is one (hugetlb_map_part()) */
+	(void)ep__memfd_probe_anon(&be->small,
+				   !be->fallback ? 0 : cfg->pack_size ? cfg->pack_size : be->huge,
+				   NULL, 0);
 	*out = be;
 	return 0;
 }
 
 static void hugetlb_close(struct ep__backend *be)
 {
+	ep__memfd_spare_drop(&be->small);
 	ep__crange_close(be->kind.crange);
 	free(be->dir);
 	free(be);
@@ -247,6 +251,10 @@ static int hugetlb_map_part(struct ep__backend *be, size_t size, size_t commit, 
 {
 	if (!be->fallback || held >= size)
 		return hugetlb_map(be, size, fill, ctx, out);
+	if (ep__memfd_spare_take(&be->small, size, commit, fill, ctx, out)) {
+		out->handle = REGION_SMALL;
+		return 0;
+	}
 	int rc = ep__memfd_map_part(&be->small, size, commit, fill, ctx, out);
 
 	out->handle = REGION_SMALL;
@@ -309,6 +317,7 @@ static unsigned hugetlb_guards(const struct ep__backend *be, const char **pkey_o
 
 static void hugetlb_set_range(struct ep__backend *be, struct ep__crange *cr)
 {
+	ep__memfd_spare_drop(&be->small); /* (not in the range) */
 	be->kind.crange = be->small.crange = cr;
 }
 

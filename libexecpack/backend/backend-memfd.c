@@ -63,7 +63,11 @@ static int open_kind(const struct ep_config *cfg, struct ep__backend **out, char
 	 * or seen twice (under Valgrind), or where a debugger is to write into
 	 * private views of it */
 	be->kind.debug = debug;
-	rc = be->kind.debug ? -EINVAL : ep__memfd_probe_anon(&be->kind, why, whylen);
+	rc = be->kind.debug ? -EINVAL
+			    : ep__memfd_probe_anon(&be->kind,
+						   cfg && cfg->pack_size ? cfg->pack_size
+									 : EP__DEFAULT_PACK_SIZE,
+						   why, whylen);
 	if (rc == 0 || rc == -EADDRNOTAVAIL) {
 		if (rc)
 			free(be);
@@ -98,6 +102,7 @@ static int memfd_open(const struct ep_config *cfg, struct ep__backend **out, cha
 
 static void memfd_close(struct ep__backend *be)
 {
+	ep__memfd_spare_drop(&be->kind);
 	ep__crange_close(be->kind.crange);
 	free(be);
 }
@@ -123,6 +128,8 @@ static int memfd_map_part(struct ep__backend *be, size_t size, size_t commit, si
 			  ep_fill_fn fill, void *ctx, struct ep__region *out)
 {
 	(void)held;
+	if (ep__memfd_spare_take(&be->kind, size, commit, fill, ctx, out))
+		return 0;
 	return ep__crange_rc(ep__memfd_map_part(&be->kind, size, commit, fill, ctx, out));
 }
 
@@ -166,6 +173,7 @@ static unsigned memfd_guards(const struct ep__backend *be, const char **pkey_off
 
 static void memfd_set_range(struct ep__backend *be, struct ep__crange *cr)
 {
+	ep__memfd_spare_drop(&be->kind); /* (not in the range) */
 	be->kind.crange = cr;
 }
 

@@ -42,9 +42,18 @@ int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t le
 int ep__memfd_fill(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill, void *ctx);
 int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r);
 /* At a backend's open: whether base-page regions can be anonymous shared
- * memory here (maps and unmaps one page, near kind->near if set), and
- * kind->anon set so.  0, or -errno and why: -EADDRNOTAVAIL where nothing
- * is free near kind->near; any other error means a memfd may still do. */
-int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen);
+ * memory here (maps a region of pack bytes, kept as kind->spare; one
+ * page, unmapped, near kind->near, or where pack is not a multiple of
+ * pages or past the default), and kind->anon set so.  0, or -errno and why: -EADDRNOTAVAIL
+ * where nothing is free near kind->near; any other error means a memfd may
+ * still do. */
+int ep__memfd_probe_anon(struct ep__memfd_kind *kind, size_t pack, char *why, size_t whylen);
+/* The probe's region as a new pack of size bytes, commit of them filled
+ * (fill) and executable: 1 and *out set, or 0 where there is none to take
+ * (another size, a data region, a code range, made before a fork). */
+int ep__memfd_spare_take(struct ep__memfd_kind *kind, size_t size, size_t commit,
+			 ep_fill_fn fill, void *ctx, struct ep__region *out);
+/* Unmaps the probe's region if it is still there (close, code range). */
+void ep__memfd_spare_drop(struct ep__memfd_kind *kind);
 
 #endif /* EP_BACKEND_MEMFD_H */

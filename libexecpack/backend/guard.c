@@ -18,6 +18,16 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#if defined(__has_include)
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h> /* (glibc 2.33 and later) */
+#endif
+#endif
+#ifdef CPU_FEATURE_PRESENT
+#define EP__GLIBC_CPU_FEATURES 1
+#else
+#define EP__GLIBC_CPU_FEATURES 0
+#endif
 #endif
 #if defined(__aarch64__)
 #include <sys/auxv.h>
@@ -145,14 +155,24 @@ void ep__alias_copy_keyed(void *dst, const void *src, size_t len)
 
 static pthread_once_t pkey_once = PTHREAD_ONCE_INIT;
 static char pkey_why[256]; /* why there is none; set once, in key_init() */
+static const char *pkey_no; /* or this, where the CPU or Valgrind says */
 
 /* Whether the CPU has protection keys (CPUID.7.0:ECX.PKU) and the kernel
  * turned them on (OSPKE), else why not. */
 static const char *pkey_cpu(void)
 {
-	unsigned a, b, c, d;
+	unsigned c;
+#if EP__GLIBC_CPU_FEATURES
+	/* what glibc read at start-up: CPUID traps to the hypervisor in a
+	 * guest, 10 us or more there, at every process's first pool */
+	c = (CPU_FEATURE_PRESENT(PKU) ? 1u << 3 : 0) | (CPU_FEATURE_PRESENT(OSPKE) ? 1u << 4 : 0);
+#else
+	unsigned a, b, d;
 
-	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(c & (1u << 3)))
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+		c = 0;
+#endif
+	if (!(c & (1u << 3)))
 		return "the CPU has no protection keys (no pku in /proc/cpuinfo)";
 	if (!(c & (1u << 4)))
 		return "the kernel has not enabled protection keys (no ospke: built without "
@@ -174,7 +194,7 @@ static void key_init(void)
 					     : pkey_cpu();
 
 	if (no) {
-		ep__why(pkey_why, sizeof(pkey_why), "%s", no);
+		pkey_no = no; /* (a constant: no formatting at start-up) */
 		return;
 	}
 	uint32_t before = rdpkru();
@@ -218,7 +238,7 @@ static void key_init(void)
 static int key_get(const char **why)
 {
 	pthread_once(&pkey_once, key_init);
-	*why = pkey_why;
+	*why = pkey_no ? pkey_no : pkey_why;
 	return ep__load_acquire(&lib_key);
 }
 #else

@@ -5,8 +5,10 @@
  * added by mprotect()).
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <sys/mman.h>
 
 #include "backend-memfd.h"
@@ -154,9 +156,9 @@ int ep__memfd_anon_privatize(const struct ep__memfd_kind *kind, struct ep__regio
 	return 0;
 }
 
-int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen)
+int ep__memfd_probe_anon(struct ep__memfd_kind *kind, size_t pack, char *why, size_t whylen)
 {
-	struct ep__region r;
+	struct ep__region r = { 0 };
 
 	if (ep__under_valgrind()) {
 		/* Valgrind's mremap() does not map a shared mapping twice */
@@ -165,16 +167,70 @@ int ep__memfd_probe_anon(struct ep__memfd_kind *kind, char *why, size_t whylen)
 			kind->name);
 		return -EOPNOTSUPP;
 	}
-	int rc = ep__memfd_anon_map(kind, kind->align, kind->align, NULL, NULL, &r);
+	/* the trial mapping is the first pack's (ep__memfd_spare_take()): a
+	 * pool's first program then costs no second mapping.  Not near an
+	 * address (its reach is tested, and is refused, at each new pack),
+	 * nor for packs past the default size (a large reservation stays the
+	 * first ep_alloc()'s to fail). */
+	bool keep = !kind->near && pack >= kind->align && pack % kind->align == 0 &&
+		    pack <= EP__DEFAULT_PACK_SIZE;
+	int rc = ep__memfd_anon_map(kind, keep ? pack : kind->align, kind->align, NULL, NULL, &r);
 
 	kind->anon = rc == 0;
-	if (rc == 0)
+	if (rc == 0 && keep) {
+		kind->spare = r;
+		kind->spare_gen = ep__fork_generation();
+		ep__store_release(&kind->spare_held, 1);
+	} else if (rc == 0) {
 		ep__memfd_unmap(kind, &r);
-	else if (rc == -EADDRNOTAVAIL)
+	} else if (rc == -EADDRNOTAVAIL) {
 		ep__why(why, whylen, "%s: no free range of %zu bytes within rel32 reach of %p",
-			kind->name, kind->align, kind->near);
-	else
+			kind->name, keep ? pack : kind->align, kind->near);
+	} else {
 		ep__why(why, whylen, "%s: anonymous shared memory cannot be made executable: %s",
 			kind->name, ep__errno_text(rc));
+	}
 	return rc;
+}
+
+int ep__memfd_spare_take(struct ep__memfd_kind *kind, size_t size, size_t commit,
+			 ep_fill_fn fill, void *ctx, struct ep__region *out)
+{
+	if (!ep__load_acquire(&kind->spare_held) || (out->guards & EP__GUARD_DATA) ||
+	    size != kind->spare.size || commit < kind->spare.committed || kind->crange ||
+	    !ep__xchg_acquire(&kind->spare_held, 0))
+		return 0;
+	struct ep__region r = kind->spare;
+
+	if (kind->spare_gen != ep__fork_generation()) {
+		/* made before a fork(): the other process maps the same pages;
+		 * the views here are this process's own to unmap */
+		ep__memfd_unmap(kind, &r);
+		return 0;
+	}
+	/* the probe left its page zero: the pack's fill before it is used (no
+	 * one runs it yet), then the rest of the first commit */
+	int rc = ep__memfd_fill(&r, 0, r.committed, fill, ctx);
+
+	if (rc == 0)
+		rc = ep__memfd_commit(&r, commit, fill, ctx);
+	if (rc) {
+		ep__memfd_unmap(kind, &r);
+		return 0;
+	}
+	__builtin___clear_cache((char *)r.exec, (char *)r.exec + r.committed);
+	/* what ep__memfd_anon_map() sets; the caller's own fields stay */
+	out->exec = r.exec;
+	out->rw = r.rw;
+	out->size = r.size;
+	out->committed = r.committed;
+	out->handle = r.handle;
+	out->guards = r.guards;
+	return 1;
+}
+
+void ep__memfd_spare_drop(struct ep__memfd_kind *kind)
+{
+	if (ep__load_relaxed(&kind->spare_held) && ep__xchg_acquire(&kind->spare_held, 0))
+		ep__memfd_unmap(kind, &kind->spare);
 }

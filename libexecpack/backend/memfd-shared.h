@@ -29,6 +29,12 @@ struct ep__memfd_kind {
 			     * of the memfd, which a debugger can write */
 	unsigned guards;    /* EP_GUARD_* of its regions (guard.h) */
 	const char *pkey_off; /* why not EP_GUARD_PKEY, or NULL */
+	/* The open's probe region (ep__memfd_probe_anon()): one pack of
+	 * anonymous shared memory, its first page executable and untouched,
+	 * kept for the first pack rather than unmapped and mapped again. */
+	struct ep__region spare;
+	unsigned spare_gen; /* the fork generation it was made in */
+	int spare_held;     /* atomic: spare is there to take */
 };
 
 /* ---- between the files of the machinery (memfd-*.c) ---- */

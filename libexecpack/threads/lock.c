@@ -42,15 +42,17 @@ static int ep__membarrier(int cmd)
 }
 #endif
 
-/* A page of our own whose protection ep__barrier_all() may change (x86). */
+/* A page of our own whose protection ep__barrier_all() may change (x86),
+ * mapped by the first barrier that membarrier(2) refuses: published once. */
+#if defined(__x86_64__) || defined(__i386__)
 static unsigned char *g_barrier_page;
-static size_t g_barrier_len;
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
-static int protect(int prot)
+static int protect(unsigned char *page, int prot)
 {
 	for (int tries = 0; tries < 1000; tries++) {
-		if (mprotect(g_barrier_page, g_barrier_len, prot) == 0)
+		if (mprotect(page, ep__page_size(), prot) == 0)
 			return 0;
 		/* (the kernel short of memory for a moment: not a spin) */
 		struct timespec ts = { 0, 20 * 1000 };
@@ -63,8 +65,9 @@ static int protect(int prot)
 
 /*
  * Every running thread of this process passes a full memory barrier before
- * this returns (membarrier(2), registered in ep__lock_setup()).  Should the
- * call fail after all (a seccomp filter installed later), on x86 changing a
+ * this returns (membarrier(2), registered by the first call that needs it:
+ * a process whose locks no second thread takes never asks).  Should the
+ * call fail (an old kernel, a seccomp filter), on x86 changing a
  * page's protection makes the kernel interrupt every CPU that runs this
  * process to flush its TLB, which serves as the barrier there.  Not
  * elsewhere: arm64 invalidates TLBs by a broadcast instruction that
@@ -80,11 +83,23 @@ bool ep__barrier_all(void)
 			return true;
 	}
 #if defined(__x86_64__) || defined(__i386__)
-	if (g_barrier_page) {
-		ep__store_seq_cst(g_barrier_page, 1);
-		if (protect(PROT_READ) == 0 && protect(PROT_READ | PROT_WRITE) == 0)
-			return true;
+	unsigned char *page = ep__load_acquire(&g_barrier_page);
+
+	if (!page) {
+		void *m = mmap(NULL, ep__page_size(), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (m == MAP_FAILED)
+			return false;
+		page = m;
+		if (!ep__cas_acq_rel(&g_barrier_page, &(unsigned char *){ NULL }, page)) {
+			munmap(m, ep__page_size()); /* another revoker's came first */
+			page = ep__load_acquire(&g_barrier_page);
+		}
 	}
+	ep__store_seq_cst(page, 1);
+	if (protect(page, PROT_READ) == 0 && protect(page, PROT_READ | PROT_WRITE) == 0)
+		return true;
 #endif
 	return false;
 }
@@ -108,30 +123,18 @@ static void heavy_barrier(void)
 	abort();
 }
 
-/* Called by ep_pool_create() (under its once-lock) and in fork children.
- * The bias is x86's only (lock.h). */
+/*
+ * Called by ep_pool_create() (under its once-lock) and in fork children.
+ * The bias is x86's only (lock.h), where ep__barrier_all() has its
+ * mprotect() fallback: no system call here; membarrier(2) is registered,
+ * or the fallback page mapped, by the first revocation (the start-up of a
+ * process that JITs once, issue 42).  Should both fail then, the
+ * revocation stops the process (heavy_barrier()), as it did before when a
+ * seccomp filter came after the pool.
+ */
 void ep__lock_setup(void)
 {
-	int ok = 0;
-
-	if (!ep__under_valgrind() && EP__LOCK_BIAS) {
-		int cmds = ep__membarrier(MEMBARRIER_CMD_QUERY);
-
-		ok = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-		     ep__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
-		     ep__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
-	}
-	if (ok && !g_barrier_page) {
-		g_barrier_len = ep__page_size();
-		void *m = mmap(NULL, g_barrier_len, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (m == MAP_FAILED)
-			ok = 0; /* no fallback barrier: no bias */
-		else
-			g_barrier_page = m;
-	}
-	ep__store_relaxed(&ep__bias_ok, ok);
+	ep__store_relaxed(&ep__bias_ok, !ep__under_valgrind() && EP__LOCK_BIAS);
 }
 
 /* A lock whose bias was revoked this often stays a plain futex lock (each

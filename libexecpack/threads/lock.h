@@ -85,8 +85,9 @@ static inline const void *ep__self(void)
 	return &ep__self_anchor;
 }
 
-/* Nonzero once membarrier(2) works in this process: locks may be biased
- * (never under Valgrind: Helgrind follows the word only). */
+/* Nonzero where a revocation can always issue its barrier (membarrier(2),
+ * or x86's mprotect() fallback): locks may be biased (never under
+ * Valgrind: Helgrind follows the word only). */
 extern int ep__bias_ok;
 
 /* Once per process and again in a fork child: can locks be biased? */
