@@ -409,7 +409,10 @@ int ep__diag_set_name(struct ep__diag **d, void *exec, size_t size, bool finaliz
 		free(copy);
 		return -ENOMEM;
 	}
-	if (r->slot == SIZE_MAX && (r->slot = ep__symtab_get()) == SIZE_MAX) {
+	size_t len = strlen(copy);
+
+	if (r->slot == SIZE_MAX ? (r->slot = ep__symtab_get(len)) == SIZE_MAX
+				: ep__symtab_fit(r->slot, len) != 0) {
 		pthread_mutex_unlock(&g_lock);
 		free(copy);
 		return -ENOMEM;
@@ -493,7 +496,7 @@ int ep__diag_set_symbols(struct ep__diag **d, void *exec, size_t size, bool fina
 	if (!rc && n && !r)
 		rc = -ENOMEM;
 	for (size_t i = 0; i < n && !rc; i++)
-		if ((v[i].slot = ep__symtab_get()) == SIZE_MAX)
+		if ((v[i].slot = ep__symtab_get(strlen(v[i].name))) == SIZE_MAX)
 			rc = -ENOMEM;
 	if (rc || !r) {
 		pthread_mutex_unlock(&g_lock);
