@@ -63,7 +63,9 @@ struct ep__diag {
 	bool data; /* a data allocation's: no unwind entry, no gdb symbol */
 	int kind; /* EP_UNWIND_* */
 	size_t prologue, frame;
-	struct ep__unwind unw;        /* diag-unwind.c */
+	/* diag-unwind.c's, made when first registered: most records (a
+	 * linker's, of symbols only) never are, and it is a hundred bytes */
+	struct ep__unwind *unw;
 	struct ep__gdbjit gdb;        /* its symbol in gdb's view (diag-gdbjit.c) */
 	struct sym *syms;             /* by offset, disjoint (never moved while set) */
 	size_t nsyms;
@@ -127,7 +129,8 @@ static void unw_unregister(struct ep__diag *r)
 {
 	for (size_t i = 0; i < r->nsyms; i++)
 		ep__unwind_unregister(&r->syms[i].unw);
-	ep__unwind_unregister(&r->unw);
+	if (r->unw)
+		ep__unwind_unregister(r->unw);
 }
 
 /* (Re)describe a finalized allocation to the unwinders.  g_lock held.
@@ -139,9 +142,10 @@ static void unw_register(struct ep__diag *r, void *exec, size_t size)
 	unw_unregister(r);
 	if (!r->finalized || r->data)
 		return; /* (data: no frame of code is ever in it) */
-	if (r->name || r->kind != EP_UNWIND_NAME)
-		ep__unwind_register(&r->unw, exec, size, r->kind, r->prologue, r->frame,
-				    r->name);
+	if ((r->name || r->kind != EP_UNWIND_NAME) && EP__UNWIND_REGISTRY &&
+	    (r->unw || (r->unw = calloc(1, sizeof(*r->unw)))))
+		ep__unwind_register(r->unw, exec, size, r->kind, r->prologue, r->frame,
+				    r->name); /* (no memory: not described, as there) */
 	if (r->kind != EP_UNWIND_NAME)
 		return;
 	for (size_t i = 0; i < r->nsyms; i++) {
@@ -278,6 +282,7 @@ static void record_drop(struct ep__diag **d, enum gdb_when when)
 		r->next->prev = r->prev;
 	pthread_mutex_unlock(&g_lock);
 	free(r->name);
+	free(r->unw);
 	free(r);
 	*d = NULL;
 }
@@ -583,7 +588,8 @@ __attribute__((destructor)) static void diag_at_exit(void)
 		hide();
 	pthread_mutex_lock(&g_lock);
 	for (struct ep__diag *r = g_records; r; r = r->next) {
-		ep__unwind_hide(&r->unw);
+		if (r->unw)
+			ep__unwind_hide(r->unw);
 		for (size_t i = 0; i < r->nsyms; i++)
 			ep__unwind_hide(&r->syms[i].unw);
 	}
