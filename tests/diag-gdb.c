@@ -357,6 +357,84 @@ START_TEST(test_set_name_size)
 }
 END_TEST
 
+#ifdef HAVE_LIBUNWIND
+/* libunwind's list of registered procedures (exported for remote
+ * unwinders, declared in no header). */
+extern unw_word_t _U_dyn_info_list_addr(void);
+
+/* Whether libunwind has a procedure registered that holds addr. */
+static int unw_has(const void *addr)
+{
+	const unw_dyn_info_list_t *l = (const unw_dyn_info_list_t *)_U_dyn_info_list_addr();
+
+	for (const unw_dyn_info_t *di = l->first; di; di = di->next)
+		if ((uintptr_t)addr >= di->start_ip && (uintptr_t)addr < di->end_ip)
+			return 1;
+	return 0;
+}
+#endif
+
+/* A named data allocation (ep_alloc_data()) is named for ep_symbolize()
+ * and ep_lookup(), never to gdb or libunwind: it holds no code, and
+ * ep_set_unwind() refuses it. */
+START_TEST(test_data_not_code)
+{
+	struct ep_pool *p = diag_make_pool(0);
+	struct ep_image ro, rw, c;
+	const struct ep_symbol sym = { 16, 32, "rw_sym" };
+	struct ep_info info;
+	char buf[64];
+	size_t off = 0;
+
+	ck_assert_int_eq(ep_alloc_data(p, 64, 0, EP_DATA_RO, &ro), 0);
+	ck_assert_int_eq(ep_alloc_data(p, 64, 0, EP_DATA_RW, &rw), 0);
+	ck_assert_int_eq(ep_set_unwind(p, ro.exec, EP_UNWIND_NAME, 0, 0), -EINVAL);
+	ck_assert_int_eq(ep_set_name(p, ro.exec, "ro_named"), 0);
+	ck_assert_int_eq(ep_set_symbols(p, rw.exec, &sym, 1), 0);
+	ck_assert_int_eq(ep_finalize(p, ro.exec), 0);
+	ck_assert_int_eq(ep_finalize(p, rw.exec), 0);
+	ck_assert_int_eq(ep_set_unwind(p, ro.exec, EP_UNWIND_NAME, 0, 0), -EINVAL);
+	ck_assert_int_eq(ep_set_unwind(p, rw.exec, EP_UNWIND_NAME, 0, 0), -EINVAL);
+	/* code beside it, named: what gdb and libunwind do hear of */
+	ck_assert_int_eq(ep_alloc(p, 64, &c), 0);
+	tu_emit_ret_imm(c.rw, 5);
+	ck_assert_int_eq(ep_set_name(p, c.exec, "code_named"), 0);
+	ck_assert_int_eq(ep_finalize(p, c.exec), 0);
+
+	ck_assert_int_eq(ep_symbolize((char *)ro.exec + 3, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "ro_named");
+	ck_assert_int_eq(ep_symbolize((char *)rw.exec + 20, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "rw_sym");
+	ck_assert_uint_eq(off, 4);
+	ck_assert_int_eq(ep_lookup(ro.exec, &info), 0);
+	ck_assert_str_eq(info.name, "ro_named");
+	if (gdb_symbol_size(c.exec) != -2) {
+		ck_assert_int_eq(gdb_symbol_size(c.exec), 64);
+		ck_assert_int_eq(gdb_symbol_size(ro.exec), -1);
+		ck_assert_int_eq(gdb_symbol_size((char *)rw.exec + 16), -1);
+	}
+#ifdef HAVE_LIBUNWIND
+	ck_assert(unw_has(c.exec));
+	ck_assert(!unw_has(ro.exec));
+	ck_assert(!unw_has((char *)rw.exec + 16));
+#endif
+	/* renamed, narrowed: still not code */
+	ck_assert_int_eq(ep_set_name(p, ro.exec, "ro_again"), 0);
+	ck_assert_int_eq(ep_shrink(p, rw.exec, 24), 0);
+	ck_assert_int_eq(ep_symbolize((char *)rw.exec + 20, buf, sizeof(buf), &off), 0);
+	ck_assert_str_eq(buf, "rw_sym");
+	if (gdb_symbol_size(c.exec) != -2) {
+		ck_assert_int_eq(gdb_symbol_size(ro.exec), -1);
+		ck_assert_int_eq(gdb_symbol_size((char *)rw.exec + 16), -1);
+	}
+#ifdef HAVE_LIBUNWIND
+	ck_assert(!unw_has(ro.exec));
+	ck_assert(!unw_has((char *)rw.exec + 16));
+#endif
+	ck_assert_int_eq(((tu_fn)c.exec)(), 5);
+	ep_pool_destroy(p);
+}
+END_TEST
 
 /* (in the order main() runs them) */
 void diag_add_gdb_tests(TCase *tc)
@@ -364,4 +442,5 @@ void diag_add_gdb_tests(TCase *tc)
 	tcase_add_test(tc, test_symbol_size);
 	tcase_add_test(tc, test_set_name_size);
 	tcase_add_test(tc, test_gdb_batches);
+	tcase_add_test(tc, test_data_not_code);
 }

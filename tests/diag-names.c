@@ -240,6 +240,50 @@ START_TEST(test_symbolize_concurrent)
 }
 END_TEST
 
+/* Names of every size class's edges, each name's slot grown and shrunk in
+ * turn by renames, and as symbols: each read back whole by ep_symbolize()
+ * and ep_lookup(). */
+START_TEST(test_name_lengths)
+{
+	static const size_t lens[] = { 1, 7, 8, 15, 16, 17, 31, 32, 63, 64, 127, 128,
+				       EP_NAME_MAX - 1, EP_NAME_MAX, 3 };
+	const size_t nl = sizeof(lens) / sizeof(lens[0]);
+	char name[EP_NAME_MAX + 1], buf[EP_NAME_MAX + 1];
+	struct ep_symbol syms[2];
+	struct ep_info info;
+	size_t off;
+	void *a = diag_jit(diag_pool, 64, 1), *b = diag_jit(diag_pool, 64, 2);
+
+	for (size_t i = 0; i < nl; i++) {
+		memset(name, 'a' + (int)(i % 26), lens[i]);
+		name[lens[i]] = 0;
+		name[0] = 'N';
+		ck_assert_int_eq(ep_set_name(diag_pool, a, name), 0);
+		ck_assert_int_eq(ep_symbolize((char *)a + 5, buf, sizeof(buf), &off), 0);
+		ck_assert_str_eq(buf, name);
+		ck_assert_int_eq(ep_lookup(a, &info), 0);
+		ck_assert_str_eq(info.name, name);
+		/* two symbols, the second of the next length */
+		char other[EP_NAME_MAX + 1];
+		size_t ol = lens[(i + 1) % nl];
+
+		memset(other, 'z', ol);
+		other[ol] = 0;
+		syms[0] = (struct ep_symbol){ 0, 16, name };
+		syms[1] = (struct ep_symbol){ 16, 16, other };
+		ck_assert_int_eq(ep_set_symbols(diag_pool, b, syms, 2), 0);
+		ck_assert_int_eq(ep_symbolize((char *)b + 3, buf, sizeof(buf), &off), 0);
+		ck_assert_str_eq(buf, name);
+		ck_assert_int_eq(ep_symbolize((char *)b + 20, buf, sizeof(buf), &off), 0);
+		ck_assert_str_eq(buf, other);
+		ck_assert_uint_eq(off, 4);
+	}
+	ck_assert_int_eq(ep_free(diag_pool, a), 0);
+	ck_assert_int_eq(ep_free(diag_pool, b), 0);
+	ck_assert_int_eq(ep_symbolize((char *)a + 5, buf, sizeof(buf), &off), -ENOENT);
+}
+END_TEST
+
 /* Valgrind caches translations by address: a reused address and patched
  * code must run the new bytes.  Run under memcheck by make check-valgrind. */
 START_TEST(test_reuse_runs_new_code)
@@ -319,6 +363,7 @@ void diag_add_name_tests(TCase *tc)
 	tcase_add_test(tc, test_symbolize_many_pools);
 	tcase_add_test(tc, test_name_before_finalize);
 	tcase_add_test(tc, test_symbolize_concurrent);
+	tcase_add_test(tc, test_name_lengths);
 	tcase_add_test(tc, test_reuse_runs_new_code);
 	tcase_add_test(tc, test_perfmap);
 }

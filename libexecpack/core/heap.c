@@ -974,7 +974,8 @@ static int name_it(struct ep__heap *h, struct ep__alloc *a, void *arg)
 	const struct name_args *n = arg;
 
 	return ep__diag_set_name(&a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-				 !a->staging, h->flags, n->name, n->size);
+				 !a->staging, h->flags | (h->data ? EP__DIAG_DATA : 0), n->name,
+				 n->size);
 }
 
 int ep__heap_set_name(struct ep__heap *h, void *exec, const char *name, size_t size)
@@ -996,7 +997,8 @@ static int syms_it(struct ep__heap *h, struct ep__alloc *a, void *arg)
 	const struct syms_args *y = arg;
 
 	return ep__diag_set_symbols(&a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
-				    !a->staging, h->flags, y->syms, y->n);
+				    !a->staging, h->flags | (h->data ? EP__DIAG_DATA : 0), y->syms,
+				    y->n);
 }
 
 int ep__heap_set_symbols(struct ep__heap *h, void *exec, const struct ep_symbol *syms, size_t n)
@@ -1018,7 +1020,8 @@ static int unwind_it(struct ep__heap *h, struct ep__alloc *a, void *arg)
 {
 	const struct unwind_args *u = arg;
 
-	(void)h;
+	if (h->data)
+		return -EINVAL; /* (data: no frame of code is ever in it) */
 	return ep__diag_set_unwind(&a->diag, a->exec, a->key + a->reserved - (uintptr_t)a->exec,
 				   !a->staging, u->kind, u->prologue, u->frame);
 }

@@ -192,6 +192,35 @@ static void finish(struct ep__gdbjit_batch *b)
 	sh[SH_STRTAB].sh_size = b->str_used;
 }
 
+/* finish() after a function was added last to b (b->n > 1), the runs
+ * exact before it (every change ends with finish()): only the last run
+ * can change, so the other functions' lines are not touched (a linker's
+ * names come in address order, one module after another: O(1), not a
+ * walk of up to BATCH_MAX symbols per module). */
+static void finish_last(struct ep__gdbjit_batch *b)
+{
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)(void *)b->file;
+	Elf64_Shdr *sh = shdr(b);
+	Elf64_Sym *last = &syms(b)[b->n];
+	uint32_t k = (uint32_t)(last[-1].st_shndx - FN_SH) + 1; /* (its run is the last) */
+	Elf64_Shdr *run = &sh[FN_SH + k - 1];
+	uint64_t start = last->st_value, end = start + last->st_size;
+
+	if (start / RUN_PAGE > (run->sh_addr + run->sh_size - 1) / RUN_PAGE + 1) {
+		run = &sh[FN_SH + k];
+		*run = (Elf64_Shdr){ .sh_name = text_name(k), .sh_type = SHT_NOBITS,
+				     .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
+				     .sh_addr = start, .sh_addralign = 1 };
+		k++;
+	}
+	if (end > run->sh_addr + run->sh_size)
+		run->sh_size = end - run->sh_addr;
+	last->st_shndx = (Elf64_Section)(FN_SH + k - 1);
+	eh->e_shnum = (Elf64_Half)(FN_SH + k);
+	sh[SH_SYMTAB].sh_size = (1 + (uint64_t)b->n) * sizeof(Elf64_Sym);
+	sh[SH_STRTAB].sh_size = b->str_used;
+}
+
 /* Function i of b is now start, size, name, for g (its name appended:
  * make_room() made room). */
 static void put(struct ep__gdbjit_batch *b, uint32_t i, uintptr_t start, size_t size,
@@ -611,7 +640,10 @@ static void set(struct ep__gdbjit *g, void *exec, size_t size, const char *name,
 	put(b, p, x, size, name, len, g);
 	for (uint32_t j = p + 1; j < b->n; j++)
 		b->fn[j]->i = j;
-	finish(b);
+	if (p > 0 && p == b->n - 1)
+		finish_last(b);
+	else
+		finish(b);
 	if (b->n == YOUNG)
 		join(b);
 	if (now || !b->n)

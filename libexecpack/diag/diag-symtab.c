@@ -13,6 +13,16 @@
  * after.  A reader never waits for a writer for long: a slot that stays
  * odd (its writer was interrupted by the very signal handler that is
  * reading) is skipped after a few tries.
+ *
+ * A slot's name lies in a block of its own, sized to it (16 to 256 bytes),
+ * not in the slot: a slot with room for any name (EP_NAME_MAX) was 288
+ * bytes for names that are mostly a few dozen, and the scan read them all.
+ * Blocks are never freed, only passed from slot to slot (a slot that needs
+ * a bigger one gives its old one back to its size's free list), so a
+ * reader that read a slot's block pointer, and checked the count after it,
+ * may read the block even while a writer reuses it: what it copies is kept
+ * only if the slot's count did not move, and a slot's count moves before
+ * its block goes anywhere else.
  */
 #include "config.h"
 #include "atomic.h"
@@ -31,13 +41,19 @@
 #define NAME_WORDS ((EP_NAME_MAX + 1) / 8)
 #define SEG0 64
 #define NSEG 26
+#define NCLASS 5 /* blocks of 2, 4, ... NAME_WORDS words */
 
 struct sym_slot {
 	_Atomic unsigned long seq; /* odd while a writer is changing the slot */
 	_Atomic uintptr_t lo, hi;  /* hi == 0: empty */
 	_Atomic unsigned inner;    /* a symbol inside a named allocation */
-	_Atomic uint64_t name[NAME_WORDS];
+	_Atomic unsigned words;    /* the name block's size (0: none yet) */
+	_Atomic uint64_t *_Atomic name; /* NUL-terminated, zero-padded to a word */
 };
+
+/* Free name blocks by size (2 << class words), linked through their first
+ * word.  Writers only, under diag's lock. */
+static _Atomic uint64_t *g_blocks[NCLASS];
 
 static struct sym_slot *_Atomic g_seg[NSEG]; /* set once each */
 static _Atomic size_t g_high;        /* slots [0, g_high) may be in use */
@@ -62,11 +78,85 @@ static struct sym_slot *slot_at(size_t i)
 	return seg ? &seg[i - seg_start(k)] : NULL;
 }
 
-/* A free slot index, or SIZE_MAX without memory.  diag's lock held. */
-size_t ep__symtab_get(void)
+/* The size class of a block for a name of len bytes. */
+static unsigned class_of(size_t len)
 {
-	if (g_nfree)
+	size_t words = (len + 1 + 7) / 8;
+	unsigned c = 0;
+
+	while (c + 1 < NCLASS && ((size_t)2 << c) < words)
+		c++;
+	return c;
+}
+
+/* A block of class c: a free one, or a new one (NULL without memory). */
+static _Atomic uint64_t *block_get(unsigned c)
+{
+	_Atomic uint64_t *b = g_blocks[c];
+
+	if (b) {
+		g_blocks[c] = (_Atomic uint64_t *)(uintptr_t)ep__load_relaxed(&b[0]);
+		return b;
+	}
+	b = calloc((size_t)2 << c, sizeof(*b));
+	if (b) /* (read without locks, as the slots) */
+		VALGRIND_HG_DISABLE_CHECKING(b, ((size_t)2 << c) * sizeof(*b));
+	return b;
+}
+
+static void block_put(_Atomic uint64_t *b, unsigned words)
+{
+	unsigned c = class_of((size_t)words * 8 - 1);
+
+	ep__store_relaxed(&b[0], (uint64_t)(uintptr_t)g_blocks[c]);
+	g_blocks[c] = b;
+}
+
+/* Make slot i's block hold a name of len bytes: 0, or -ENOMEM (the slot
+ * as it was).  diag's lock held. */
+static int slot_fit(size_t i, size_t len)
+{
+	struct sym_slot *s = slot_at(i);
+	unsigned have = ep__load_relaxed(&s->words);
+	unsigned c = class_of(len);
+
+	if (len > EP_NAME_MAX)
+		len = EP_NAME_MAX;
+	if ((size_t)have * 8 >= len + 1)
+		return 0;
+	_Atomic uint64_t *b = block_get(c), *old = ep__load_relaxed(&s->name);
+
+	if (!b)
+		return -ENOMEM;
+	/* the name it holds goes with it (a rename publishes the new one after) */
+	for (unsigned j = 0; j < have; j++)
+		ep__store_relaxed(&b[j], ep__load_relaxed(&old[j]));
+	unsigned long q = ep__load_relaxed(&s->seq);
+
+	ep__store_relaxed(&s->seq, q + 1);
+	ep__fence_release();
+	ep__store_relaxed(&s->name, b);
+	ep__store_relaxed(&s->words, 2u << c);
+	ep__store_release(&s->seq, q + 2);
+	if (old)
+		block_put(old, have); /* (after the count moved: above) */
+	return 0;
+}
+
+int ep__symtab_fit(size_t slot, size_t len)
+{
+	return slot_fit(slot, len);
+}
+
+/* A free slot index with room for a name of len bytes, or SIZE_MAX
+ * without memory.  diag's lock held. */
+size_t ep__symtab_get(size_t len)
+{
+	if (g_nfree) {
+		if (slot_fit(g_free_slots[g_nfree - 1], len))
+			return SIZE_MAX;
 		return g_free_slots[--g_nfree];
+	}
 
 	size_t i = ep__load_relaxed(&g_high);
 	size_t q = i / SEG0 + 1;
@@ -92,6 +182,9 @@ size_t ep__symtab_get(void)
 		VALGRIND_HG_DISABLE_CHECKING(seg, n * sizeof(*seg));
 		ep__store_release(&g_seg[k], seg);
 	}
+	/* (a slot at g_high or above is read by no one yet) */
+	if (slot_fit(i, len))
+		return SIZE_MAX;
 	ep__store_release(&g_high, i + 1);
 	return i;
 }
@@ -116,19 +209,32 @@ static void slot_write(struct sym_slot *s, uintptr_t lo, uintptr_t hi, const cha
 		       unsigned inner)
 {
 	unsigned long q = ep__load_relaxed(&s->seq);
+	_Atomic uint64_t *b = ep__load_relaxed(&s->name);
+	size_t room = (size_t)ep__load_relaxed(&s->words) * 8;
+	size_t n = name && b ? strlen(name) : 0, nw;
 	uint64_t w[NAME_WORDS];
 
-	memset(w, 0, sizeof(w));
-	if (name)
-		memcpy(w, name, strlen(name));
+	if (n + 1 > room) /* (never: ep__symtab_get() and _fit() made room) */
+		n = room ? room - 1 : 0;
+	nw = name && b ? (n + 8) / 8 : 0;
+	if (nw) {
+		w[nw - 1] = 0;
+		memcpy(w, name, n);
+	}
 	ep__store_relaxed(&s->seq, q + 1);
 	ep__fence_release();
 	ep__store_relaxed(&s->lo, name ? lo : 0);
 	ep__store_relaxed(&s->hi, name ? hi : 0);
 	ep__store_relaxed(&s->inner, inner);
-	for (size_t j = 0; j < NAME_WORDS; j++)
-		ep__store_relaxed(&s->name[j], w[j]);
+	for (size_t j = 0; j < nw; j++)
+		ep__store_relaxed(&b[j], w[j]);
 	ep__store_release(&s->seq, q + 2);
+}
+
+/* Whether word w has a zero byte (the name's end). */
+static bool has_zero(uint64_t w)
+{
+	return ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0;
 }
 
 /*
@@ -148,9 +254,27 @@ static int slot_read(const struct sym_slot *s, uintptr_t addr, uintptr_t *lo_out
 		bool in = addr >= lo && addr < hi;
 		unsigned i = ep__load_relaxed(&s->inner);
 
-		if (in)
-			for (size_t j = 0; j < NAME_WORDS; j++)
-				name[j] = ep__load_relaxed(&s->name[j]);
+		if (in) {
+			const _Atomic uint64_t *b = ep__load_relaxed(&s->name);
+			size_t words = ep__load_relaxed(&s->words), j = 0;
+
+			/* the block only once the count says b and words
+			 * were the slot's together (b is then never freed) */
+			ep__fence_acquire();
+			if (ep__load_relaxed(&s->seq) != q1)
+				continue;
+			if (words > NAME_WORDS)
+				words = NAME_WORDS;
+			while (b && j < words) {
+				uint64_t w = ep__load_relaxed(&b[j]);
+
+				name[j++] = w;
+				if (has_zero(w))
+					break;
+			}
+			if (j < NAME_WORDS)
+				name[j] = 0; /* (name_copy() stops at the last byte) */
+		}
 		ep__fence_acquire();
 		if (ep__load_relaxed(&s->seq) != q1)
 			continue;
@@ -293,8 +417,6 @@ void ep__symtab_fork_reset(void)
 		ep__store_relaxed(&s->hi, 0);
 		ep__store_relaxed(&s->lo, 0);
 		ep__store_relaxed(&s->inner, 0);
-		for (size_t j = 0; j < NAME_WORDS; j++)
-			ep__store_relaxed(&s->name[j], 0);
 		ep__store_release(&s->seq, q + 1);
 	}
 }

@@ -10,8 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A free slot, or SIZE_MAX without memory. */
-size_t ep__symtab_get(void);
+/* A free slot with room for a name of len bytes, or SIZE_MAX without
+ * memory. */
+size_t ep__symtab_get(size_t len);
+/* Room in slot for a name of len bytes: 0, or -ENOMEM (the slot as it
+ * was).  ep__symtab_set() and _set_inner() then never fail. */
+int ep__symtab_fit(size_t slot, size_t len);
 /* Empty a slot and keep it for reuse. */
 void ep__symtab_put(size_t slot);
 /* Publish [lo, hi) with name in a slot (NULL: empty it). */

@@ -60,9 +60,12 @@ struct ep__diag {
 				       * bytes from exec (0: not shrunk) */
 	size_t code;                  /* ep_set_name_size()'s size (0: none) */
 	bool finalized;
+	bool data; /* a data allocation's: no unwind entry, no gdb symbol */
 	int kind; /* EP_UNWIND_* */
 	size_t prologue, frame;
-	struct ep__unwind unw;        /* diag-unwind.c */
+	/* diag-unwind.c's, made when first registered: most records (a
+	 * linker's, of symbols only) never are, and it is a hundred bytes */
+	struct ep__unwind *unw;
 	struct ep__gdbjit gdb;        /* its symbol in gdb's view (diag-gdbjit.c) */
 	struct sym *syms;             /* by offset, disjoint (never moved while set) */
 	size_t nsyms;
@@ -82,8 +85,9 @@ bool ep__diag_has_symbols(const struct ep__diag *d)
 	return d && d->nsyms;
 }
 
-/* The record of an allocation, created on first use.  g_lock held. */
-static struct ep__diag *record_get(struct ep__diag **d)
+/* The record of an allocation, created on first use (pool_flags: its
+ * heap's, EP__DIAG_DATA for data).  g_lock held. */
+static struct ep__diag *record_get(struct ep__diag **d, unsigned pool_flags)
 {
 	if (*d)
 		return *d;
@@ -92,6 +96,7 @@ static struct ep__diag *record_get(struct ep__diag **d)
 	if (!r)
 		return NULL;
 	r->slot = SIZE_MAX;
+	r->data = pool_flags & EP__DIAG_DATA;
 	r->kind = ep__unwind_default_kind();
 	r->next = g_records;
 	if (g_records)
@@ -124,7 +129,8 @@ static void unw_unregister(struct ep__diag *r)
 {
 	for (size_t i = 0; i < r->nsyms; i++)
 		ep__unwind_unregister(&r->syms[i].unw);
-	ep__unwind_unregister(&r->unw);
+	if (r->unw)
+		ep__unwind_unregister(r->unw);
 }
 
 /* (Re)describe a finalized allocation to the unwinders.  g_lock held.
@@ -134,11 +140,12 @@ static void unw_unregister(struct ep__diag *r)
 static void unw_register(struct ep__diag *r, void *exec, size_t size)
 {
 	unw_unregister(r);
-	if (!r->finalized)
-		return;
-	if (r->name || r->kind != EP_UNWIND_NAME)
-		ep__unwind_register(&r->unw, exec, size, r->kind, r->prologue, r->frame,
-				    r->name);
+	if (!r->finalized || r->data)
+		return; /* (data: no frame of code is ever in it) */
+	if ((r->name || r->kind != EP_UNWIND_NAME) && EP__UNWIND_REGISTRY &&
+	    (r->unw || (r->unw = calloc(1, sizeof(*r->unw)))))
+		ep__unwind_register(r->unw, exec, size, r->kind, r->prologue, r->frame,
+				    r->name); /* (no memory: not described, as there) */
 	if (r->kind != EP_UNWIND_NAME)
 		return;
 	for (size_t i = 0; i < r->nsyms; i++) {
@@ -153,7 +160,7 @@ static void unw_register(struct ep__diag *r, void *exec, size_t size)
  * with symbols is its symbols there: gdb's functions do not overlap. */
 static void gdb_register(struct ep__diag *r, void *exec, size_t size)
 {
-	if (!r->finalized || !r->name || r->nsyms)
+	if (!r->finalized || !r->name || r->nsyms || r->data)
 		ep__gdbjit_unset(&r->gdb);
 	else
 		ep__gdbjit_set(&r->gdb, exec, size, r->name);
@@ -163,8 +170,8 @@ static void gdb_register(struct ep__diag *r, void *exec, size_t size)
  * per batch of gdb's, not one per symbol. */
 static void gdb_syms(struct ep__diag *r, void *exec)
 {
-	if (!r->finalized)
-		return;
+	if (!r->finalized || r->data)
+		return; /* (gdb's functions are code) */
 	for (size_t i = 0; i < r->nsyms; i++) {
 		struct sym *y = &r->syms[i];
 
@@ -275,6 +282,7 @@ static void record_drop(struct ep__diag **d, enum gdb_when when)
 		r->next->prev = r->prev;
 	pthread_mutex_unlock(&g_lock);
 	free(r->name);
+	free(r->unw);
 	free(r);
 	*d = NULL;
 }
@@ -318,7 +326,9 @@ void ep__diag_shrink_slow(struct ep__heap *heap, struct ep__diag **d, void *exec
 			ep__symtab_set_inner(y->slot, (uintptr_t)exec + y->off,
 					     (uintptr_t)exec + cut, y->name);
 			if (r->finalized) {
-				ep__gdbjit_set_later(&y->gdb, (char *)exec + y->off, y->size, y->name);
+				if (!r->data)
+					ep__gdbjit_set_later(&y->gdb, (char *)exec + y->off,
+							     y->size, y->name);
 				if (ep__perfmap_wanted(pool_flags))
 					ep__perfmap_append((char *)exec + y->off, y->size, y->name);
 				if (ep__jitdump_wanted(pool_flags))
@@ -397,14 +407,17 @@ int ep__diag_set_name(struct ep__diag **d, void *exec, size_t size, bool finaliz
 		free(copy);
 		return -EINVAL;
 	}
-	struct ep__diag *r = record_get(d);
+	struct ep__diag *r = record_get(d, pool_flags);
 
 	if (!r) {
 		pthread_mutex_unlock(&g_lock);
 		free(copy);
 		return -ENOMEM;
 	}
-	if (r->slot == SIZE_MAX && (r->slot = ep__symtab_get()) == SIZE_MAX) {
+	size_t len = strlen(copy);
+
+	if (r->slot == SIZE_MAX ? (r->slot = ep__symtab_get(len)) == SIZE_MAX
+				: ep__symtab_fit(r->slot, len) != 0) {
 		pthread_mutex_unlock(&g_lock);
 		free(copy);
 		return -ENOMEM;
@@ -483,12 +496,12 @@ int ep__diag_set_symbols(struct ep__diag **d, void *exec, size_t size, bool fina
 		    (i && v[i].off < v[i - 1].off + v[i - 1].size))
 			rc = -EINVAL; /* past what the allocation has, or overlapping */
 	}
-	struct ep__diag *r = rc || (!n && !*d) ? *d : record_get(d);
+	struct ep__diag *r = rc || (!n && !*d) ? *d : record_get(d, pool_flags);
 
 	if (!rc && n && !r)
 		rc = -ENOMEM;
 	for (size_t i = 0; i < n && !rc; i++)
-		if ((v[i].slot = ep__symtab_get()) == SIZE_MAX)
+		if ((v[i].slot = ep__symtab_get(strlen(v[i].name))) == SIZE_MAX)
 			rc = -ENOMEM;
 	if (rc || !r) {
 		pthread_mutex_unlock(&g_lock);
@@ -525,7 +538,7 @@ int ep__diag_set_unwind(struct ep__diag **d, void *exec, size_t size, bool final
 	if (rc || !EP__UNWIND_REGISTRY)
 		return rc;
 	pthread_mutex_lock(&g_lock);
-	struct ep__diag *r = record_get(d);
+	struct ep__diag *r = record_get(d, 0); /* (code: heap.c refuses data) */
 
 	if (!r) {
 		pthread_mutex_unlock(&g_lock);
@@ -575,7 +588,8 @@ __attribute__((destructor)) static void diag_at_exit(void)
 		hide();
 	pthread_mutex_lock(&g_lock);
 	for (struct ep__diag *r = g_records; r; r = r->next) {
-		ep__unwind_hide(&r->unw);
+		if (r->unw)
+			ep__unwind_hide(r->unw);
 		for (size_t i = 0; i < r->nsyms; i++)
 			ep__unwind_hide(&r->syms[i].unw);
 	}

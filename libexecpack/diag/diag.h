@@ -72,6 +72,10 @@ void ep__diag_forget(struct ep__diag **d);
 /* ... and, after all of them, the pool itself. */
 void ep__diag_pool_destroy(struct ep__heap *heap);
 
+/* In pool_flags of ep__diag_set_name() and _set_symbols(): the allocation is
+ * data (ep_alloc_data()), named for ep_symbolize() and ep_lookup() only:
+ * libunwind and gdb hear of code alone.  (No EP_F_* flag has this bit.) */
+#define EP__DIAG_DATA (1u << 31)
 /* ep_set_name() and ep_set_unwind() with the allocation resolved; want:
  * ep_set_name_size()'s size of the program (0: ep_set_name()). */
 int ep__diag_set_name(struct ep__diag **d, void *exec, size_t size, bool finalized,

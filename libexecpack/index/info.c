@@ -93,12 +93,24 @@ static size_t *g_free, g_nfree, g_capfree;
  */
 #define HINTS ((size_t)1 << 16)
 #define PROBE 8
+#define BUF_SHIFT 6 /* (a buffer's key: its first byte, 64-byte steps) */
 static uint32_t *g_hints; /* atomic; 2 * HINTS, set once (ep__info_lock) */
 static _Atomic unsigned long g_unindexed; /* live entries in no bucket */
 
-static size_t hint_of(uintptr_t key)
+/*
+ * A key's first bucket: its offset in chunks (of 1 << shift bytes, the
+ * pool's) within its 65,536 chunks of address space, turned by a hash of
+ * which ones they are.  So allocations made one after the other, side by
+ * side in a pack, have their entries side by side in the table and dirty a
+ * page of it per thousand or so, not a page each (a hash of the whole key
+ * spread 1,000 names over all 256 kB); no two allocations of one such span
+ * share a first bucket.
+ */
+static size_t hint_of(uintptr_t key, unsigned shift)
 {
-	return (size_t)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> 48);
+	uint64_t turn = ((uint64_t)(key >> shift >> 16) * 0x9e3779b97f4a7c15ull) >> 48;
+
+	return (size_t)(turn + (key >> shift)) & (HINTS - 1);
 }
 
 static struct info_slot *slot_at(size_t i)
@@ -219,13 +231,13 @@ static void index_take(struct info_slot *s, uint32_t v)
 }
 
 /* Slot s (v), just written with first byte key, into the index. */
-static void index_put(struct info_slot *s, uint32_t v, uintptr_t key)
+static void index_put(struct info_slot *s, uint32_t v, uintptr_t key, unsigned shift)
 {
 	if (s->ikey == key)
 		return; /* (there already, or counted in g_unindexed) */
 	index_take(s, v);
 	s->ikey = key;
-	size_t h = hint_of(key);
+	size_t h = hint_of(key, shift);
 
 	for (size_t j = 0; j < PROBE; j++) {
 		size_t b = (h + j) & (HINTS - 1);
@@ -278,9 +290,9 @@ int ep__info_update(struct ep__heap *h, struct ep__alloc *a)
 	struct info_slot *s = slot_at(a->info - 1);
 
 	slot_write(s, &e);
-	index_put(s, (uint32_t)a->info, e.lo);
+	index_put(s, (uint32_t)a->info, e.lo, h->shift);
 	if (e.plen)
-		ep__store_relaxed(&g_hints[HINTS + hint_of(e.prw)], (uint32_t)a->info);
+		ep__store_relaxed(&g_hints[HINTS + hint_of(e.prw, BUF_SHIFT)], (uint32_t)a->info);
 	return 0;
 }
 
@@ -356,8 +368,10 @@ enum find_by {
 };
 
 /* The entry whose exec range (BY_RW: patch buffer) holds addr; key: the
- * allocation's first byte (BY_RW: the buffer's), for the hint, or 0. */
-static bool entry_find(uintptr_t addr, enum find_by by, uintptr_t key, struct ep__info_entry *e)
+ * allocation's first byte (BY_RW: the buffer's), for the hint, or 0;
+ * shift: its pool's chunks' (BY_RW: unused). */
+static bool entry_find(uintptr_t addr, enum find_by by, uintptr_t key, unsigned shift,
+		       struct ep__info_entry *e)
 {
 	const bool by_rw = by == BY_RW;
 	size_t high = ep__load_acquire(&g_high);
@@ -366,7 +380,7 @@ static bool entry_find(uintptr_t addr, enum find_by by, uintptr_t key, struct ep
 	EP_YIELD("info find");
 	if (key && hints && !by_rw) {
 		/* the index: every bucket the key may be in */
-		size_t h = hint_of(key);
+		size_t h = hint_of(key, shift);
 
 		for (size_t j = 0; j < PROBE; j++) {
 			size_t i = ep__load_acquire(&hints[(h + j) & (HINTS - 1)]);
@@ -378,7 +392,7 @@ static bool entry_find(uintptr_t addr, enum find_by by, uintptr_t key, struct ep
 		if (!ep__load_acquire(&g_unindexed))
 			return false;
 	} else if (key && hints) {
-		size_t i = ep__load_relaxed(&hints[HINTS + hint_of(key)]);
+		size_t i = ep__load_relaxed(&hints[HINTS + hint_of(key, BUF_SHIFT)]);
 		const struct info_slot *s = i && i <= high ? slot_at(i - 1) : NULL;
 
 		if (s && slot_read(s, e) && e->hi && e->plen && addr - e->prw < e->plen)
@@ -529,7 +543,7 @@ static int lookup_once(uintptr_t addr, struct ep_info *out)
 
 	out->pool = ep__load_relaxed(&h->root);
 	if (!p) {
-		have = entry_find(addr, BY_EXEC, 0, &e);
+		have = entry_find(addr, BY_EXEC, 0, 0, &e);
 		if (!have || !(e.flags & EP__INFO_LARGE))
 			return -ENOENT;
 		lo = e.lo;
@@ -550,7 +564,7 @@ static int lookup_once(uintptr_t addr, struct ep_info *out)
 			out->size = hi - lo;
 			return 0;
 		}
-		have = entry_find(addr, BY_EXEC, lo, &e);
+		have = entry_find(addr, BY_EXEC, lo, p->shift, &e);
 		if (have && (e.lo != lo || e.hi > hi))
 			have = false; /* an older allocation's entry */
 		/* REC with no entry is staged (a record that goes passes
@@ -666,7 +680,7 @@ int ep__info_lookup_buffer(const void *addr, struct ep_info *out)
 	struct ep__info_entry e;
 
 	/* a patch window or kept staging: the allocation of its exec twin */
-	if (entry_find(x, BY_RW, x, &e)) {
+	if (entry_find(x, BY_RW, x, 0, &e)) {
 		int rc = ep_lookup((void *)(e.plo + (x - e.prw)), out);
 
 		if (rc != -ENOENT)
