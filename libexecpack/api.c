@@ -160,7 +160,7 @@ EP_API struct ep_pool *ep_default_pool(void)
 #ifdef EP_INTERLEAVE
 /* The interleaving test's: the default pool unpublished and destroyed,
  * with no thread calling, so that each schedule races a first call. */
-void ep__il_default_pool_reset(void)
+void ep__default_pool_reset_for_test(void)
 {
 	struct ep_pool *p = ep__load_acquire(&g_default);
 

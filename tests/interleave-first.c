@@ -187,7 +187,7 @@ static void s27(unsigned long seed)
 	memset(g_s27_made, 0, sizeof(g_s27_made));
 	memset(g_s27_got, 0, sizeof(g_s27_got));
 	memset(g_s27_code, 0, sizeof(g_s27_code));
-	ep__il_default_pool_reset();
+	ep__default_pool_reset_for_test();
 	int pools = count_pools();
 
 	il_signal = s27_signal;
@@ -218,7 +218,7 @@ static void s27(unsigned long seed)
 			il_model_add(g_s27_code[i], 100 + 64 * (size_t)i);
 		il_pool_end(); /* (whose destroy leaves the default pool) */
 	}
-	ep__il_default_pool_reset();
+	ep__default_pool_reset_for_test();
 }
 
 START_TEST(test_first_default_pool)

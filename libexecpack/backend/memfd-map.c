@@ -2,10 +2,11 @@
 /*
  * memfd-map.c - a region's two views of one file: mapping the RW alias and
  * the exec view (at the place memfd-place.c picks), growing and shrinking
- * the committed prefix, writes and fills through the alias, and the private
- * copy after fork().
+ * the committed prefix, writes and fills through the alias, the private
+ * copy after fork(), and the probe's mapping kept as the first pack.
  */
 #include "config.h"
+#include "atomic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -318,4 +319,50 @@ int ep__memfd_privatize(const struct ep__memfd_kind *kind, struct ep__region *r)
 	}
 	(void)madvise(rw, r->size, MADV_DONTDUMP);
 	return 0;
+}
+
+/*
+ * The probe's mapping kept for the first pack (ep__memfd_probe_anon()):
+ * here, above the anonymous views, as it fills and commits the pack.
+ */
+int ep__memfd_spare_take(struct ep__memfd_kind *kind, size_t size, size_t commit,
+			 ep_fill_fn fill, void *ctx, struct ep__region *out)
+{
+	if (!ep__load_acquire(&kind->spare_held) || (out->guards & EP__GUARD_DATA) ||
+	    size != kind->spare.size || commit < kind->spare.committed || kind->crange ||
+	    !ep__xchg_acquire(&kind->spare_held, 0))
+		return 0;
+	struct ep__region r = kind->spare;
+
+	if (kind->spare_gen != ep__fork_generation()) {
+		/* made before a fork(): the other process maps the same pages;
+		 * the views here are this process's own to unmap */
+		ep__memfd_unmap(kind, &r);
+		return 0;
+	}
+	/* the probe left its page zero: the pack's fill before it is used (no
+	 * one runs it yet), then the rest of the first commit */
+	int rc = ep__memfd_fill(&r, 0, r.committed, fill, ctx);
+
+	if (rc == 0)
+		rc = ep__memfd_commit(&r, commit, fill, ctx);
+	if (rc) {
+		ep__memfd_unmap(kind, &r);
+		return 0;
+	}
+	__builtin___clear_cache((char *)r.exec, (char *)r.exec + r.committed);
+	/* what ep__memfd_anon_map() sets; the caller's own fields stay */
+	out->exec = r.exec;
+	out->rw = r.rw;
+	out->size = r.size;
+	out->committed = r.committed;
+	out->handle = r.handle;
+	out->guards = r.guards;
+	return 1;
+}
+
+void ep__memfd_spare_drop(struct ep__memfd_kind *kind)
+{
+	if (ep__load_relaxed(&kind->spare_held) && ep__xchg_acquire(&kind->spare_held, 0))
+		ep__memfd_unmap(kind, &kind->spare);
 }

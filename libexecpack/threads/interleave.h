@@ -23,7 +23,7 @@ void ep__il_yield(const char *where);
 void ep__il_blocked(const char *where);
 void ep__il_enter(const void *lock);
 void ep__il_leave(const void *lock);
-void ep__il_default_pool_reset(void); /* (api.c) */
+void ep__default_pool_reset_for_test(void); /* (api.c) */
 #define EP_YIELD(where) ep__il_yield(where)
 #define EP_IL_ENTER(l) ep__il_enter(l)
 #define EP_IL_LEAVE(l) ep__il_leave(l)
