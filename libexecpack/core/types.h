@@ -189,6 +189,9 @@ struct ep__heap {
 	 * live packs, when the next may come (ns), packs with holes */
 	uint64_t hole_mark, hole_at;
 	size_t hole_packs;
+	/* bytes this heap's thread allocated in other heaps' packs while it
+	 * had none of its own (heap.c: threads that share); atomic */
+	size_t borrowed;
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__crange *crange; /* ep_config.code_range (the backend's), or NULL */
