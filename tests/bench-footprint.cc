@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * bench-footprint.cc - bench-suite's workloads 11 (footprint) and 12
- * (finished code, ep_add()).
+ * bench-footprint.cc - bench-suite's workloads 11 (footprint), 12
+ * (finished code, ep_add()) and 14 (threads that share).
  */
 #include "config.h"
 
@@ -203,6 +203,103 @@ void workload_add()
 		least = std::min(least, q);
 	}
 	target("ep_add: its throughput over the three calls, 64-512 B (least)", least, 1.3, false);
+}
+
+/* ---- workload 14: threads that share ---------------------------------- */
+
+/*
+ * The child of workload 14, a fresh process: `threads` threads, all
+ * started before any allocates and none gone before all are done (joined
+ * before the second reading), JIT and call 1,000 64-byte programs between
+ * them into one pool, all kept live; prints "KIB PACKS".  kind "own":
+ * EXECPACK_HEAPS=64, so that each thread takes a pack of its own (as every
+ * thread did before threads shared).
+ */
+int share_child(const char *kind, int threads)
+{
+	enum { TOTAL = 1000 };
+	if (!std::strcmp(kind, "own"))
+		setenv("EXECPACK_HEAPS", "64", 1);
+	init_template();
+	pss_kb();
+	long before = pss_kb();
+	if (before < 0 || threads < 1 || threads > 64)
+		return 3;
+	ep_config cfg{};
+	cfg.sz = sizeof(cfg);
+	cfg.backend = EP_BACKEND_MEMFD;
+	ep_pool *pool = nullptr;
+	if (ep_pool_create(&cfg, &pool))
+		return 4;
+	std::vector<std::thread> th;
+	pthread_barrier_t all; /* (threads live at once: none adopts another's heap) */
+	pthread_barrier_init(&all, nullptr, unsigned(threads));
+	for (int t = 0; t < threads; t++)
+		th.emplace_back([pool, t, threads, &all] {
+			pthread_barrier_wait(&all);
+			for (int i = t; i < TOTAL; i += threads) {
+				ep_image img;
+				if (int rc = ep_alloc(pool, 64, &img))
+					die("ep_alloc: %s", ep_strerror(rc));
+				emit(img.rw, 64, uint32_t(i) + 1);
+				if (int rc = ep_finalize(pool, img.exec))
+					die("ep_finalize: %s", ep_strerror(rc));
+				check_call(img.exec, uint32_t(i) + 1, "execpack");
+			}
+			pthread_barrier_wait(&all);
+		});
+	for (auto &t : th)
+		t.join();
+	pthread_barrier_destroy(&all);
+	long after = pss_kb();
+	ep_stats st;
+	if (ep_pool_stats(pool, &st))
+		return 5;
+	std::printf("%ld %zu\n", after - before, st.packs);
+	return 0;
+}
+
+void workload_share()
+{
+	enum { ONE, FOUR, FOUR_OWN, NR };
+	static const char *const kinds[NR] = { "share", "share", "own" };
+	static const char *const nthreads[NR] = { "1", "4", "4" };
+	static const char *const names[NR] = { "1 thread", "4 threads", "4 threads, own packs" };
+	std::vector<double> kib[NR], packs[NR];
+	std::string skip;
+
+	for (int r = 0; r < g_rounds && skip.empty(); r++)
+		for (int c = 0; c < NR; c++) {
+			char out[128];
+			long k;
+			size_t n;
+			if (!run_self("--share-child", kinds[c], nthreads[c], out, sizeof(out)) ||
+			    std::sscanf(out, "%ld %zu", &k, &n) != 2) {
+				skip = std::string(names[c]) + ": the child failed";
+				break;
+			}
+			kib[c].push_back(double(k));
+			packs[c].push_back(double(n));
+		}
+	head("14. threads that share",
+	     "a fresh process (fork + exec) creates a memfd pool and JITs, calls and keeps\n"
+	     "  1,000 64-byte programs from 1 or 4 threads (250 each); Pss growth from\n"
+	     "  /proc/self/smaps_rollup (thread stacks and malloc arenas included) and the\n"
+	     "  pool's packs.  \"own packs\": EXECPACK_HEAPS=64, each thread a pack of its own\n"
+	     "  (as before threads shared).  ratio = this / 1 thread's.");
+	if (!skip.empty()) {
+		skip_row("threads that share", skip);
+		target("threads that share: 4 threads' Pss / 1 thread's", NAN, 1.2, true, "x", skip);
+		return;
+	}
+	std::printf("  %-24s %11s %11s %11s  %8s %8s\n", "", "Pss", "min", "max", "ratio", "packs");
+	for (int c = 0; c < NR; c++) {
+		Stats s = stats_of(kib[c]);
+		std::printf("  %-24s %10.0fK %10.0fK %10.0fK  %7.2fx %8.0f\n", names[c], s.med, s.lo,
+			    s.hi, ratio(kib[c], kib[ONE]), stats_of(packs[c]).med);
+	}
+	target("threads that share: 4 threads' Pss / 1 thread's", ratio(kib[FOUR], kib[ONE]), 1.2,
+	       true);
 }
 
 } // namespace bench

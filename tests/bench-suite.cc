@@ -2,7 +2,7 @@
 /*
  * bench-suite.cc - the benchmark suite of doc/performance.md (`make bench`).
  *
- * Thirteen workloads, each run for libexecpack and, in the same process and
+ * Fourteen workloads, each run for libexecpack and, in the same process and
  * interleaved round by round, for its peers (workload 7, fork, for
  * libexecpack and a floor with no allocator to speak of, struct Slots;
  * workload 8, growth, against asmjit-dual, with a second execpack column
@@ -11,7 +11,8 @@
  * floor, struct FloorT; workload 11, the footprint of a small pool against
  * asmjit-dual's, each measured in a fresh child process; workload 12,
  * ep_add() against ep_alloc() + memcpy + ep_finalize(); workload 13, the
- * first program of a fresh process against one mmap()ed page):
+ * first program of a fresh process against one mmap()ed page; workload 14,
+ * the Pss of 4 threads JITting against one thread's, each in a fresh child):
  *   execpack       libexecpack, memfd backend (W^X: RW alias + RX view)
  *   execpack-nokey the same with EP_F_NO_PKEY (workloads 1 and 2): the cost
  *                  of the protection key's WRPKRUs, where the CPU has keys
@@ -26,7 +27,7 @@
  * is called and must return its imm32; live programs are also compared
  * byte for byte at the end of each round.  A mismatch aborts the run.
  *
- * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,13]
+ * Usage: bench-suite [quick] [ROUNDS] [only=1,2,...,14]
  *   quick: 3 rounds and a quarter of the operations (workload 6: a
  *   quarter of the time); ROUNDS: 1-99 (7).
  *   EP_BENCH_MAX_THREADS: the largest thread count of workload 6
@@ -36,8 +37,8 @@
  * The files: bench-util.h, bench-alloc.h and bench-suite.h, what the
  * workloads share (helpers, programs, allocators, output, targets);
  * bench-churn.cc (1-3), bench-calls.cc (4, 5), bench-many.cc (6),
- * bench-fork.cc (7, 8), bench-shrink.cc (9, 10), bench-footprint.cc (11, 12),
- * bench-start.cc (13).
+ * bench-fork.cc (7, 8), bench-shrink.cc (9, 10), bench-footprint.cc (11, 12,
+ * 14), bench-start.cc (13).
  */
 #include "config.h"
 
@@ -59,6 +60,8 @@ int main(int argc, char **argv)
 		return footprint_child(argv[2], std::atoi(argv[3]));
 	if (argc == 3 && !std::strcmp(argv[1], "--start-child"))
 		return start_child(argv[2]);
+	if (argc == 4 && !std::strcmp(argv[1], "--share-child"))
+		return share_child(argv[2], std::atoi(argv[3]));
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i];
 		if (!std::strcmp(s, "quick")) {
@@ -80,7 +83,7 @@ int main(int argc, char **argv)
 		} else if (std::atoi(s) >= 1 && std::atoi(s) <= 99) {
 			g_rounds = std::atoi(s);
 		} else {
-			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,...,13]\n", argv[0]);
+			std::fprintf(stderr, "usage: %s [quick] [ROUNDS] [only=1,2,...,14]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -135,6 +138,8 @@ int main(int argc, char **argv)
 		workload_add();
 	if (g_only[13])
 		workload_start();
+	if (g_only[14])
+		workload_share();
 
 	std::printf("\ntargets (issues 8, 14, 17, 18, 26, 27 and 42)%*s %9s %10s\n", 4, "", "measured",
 		    "target");

@@ -128,8 +128,8 @@ inline Mem mem_since(const MapSet &before, size_t n_before, Alloc &a)
 
 inline int g_rounds = 7;
 inline int g_div = 1; /* quick: a quarter of the operations */
-enum { NW = 13 }; /* workloads */
-inline bool g_only[NW + 1] = { false, true, true, true, true, true, true,
+enum { NW = 14 }; /* workloads */
+inline bool g_only[NW + 1] = { false, true, true, true, true, true, true, true,
 			       true,  true, true, true, true, true, true };
 
 inline int ops(int n) { return std::max(n / g_div, 1); }
@@ -359,9 +359,11 @@ void workload_floor();     /* 10 (bench-shrink.cc) */
 void workload_footprint(); /* 11 (bench-footprint.cc) */
 void workload_add();       /* 12 (bench-footprint.cc) */
 void workload_start();     /* 13 (bench-start.cc) */
+void workload_share();     /* 14 (bench-footprint.cc) */
 /* The child of workload 11 (bench-suite --footprint-child KIND COUNT). */
 int footprint_child(const char *kind, int count);
 int start_child(const char *kind);
+int share_child(const char *kind, int threads);
 
 } // namespace bench
 #endif

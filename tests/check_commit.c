@@ -701,6 +701,133 @@ START_TEST(test_purge_after_delay)
 }
 END_TEST
 
+static void fill_5a(void *dst, size_t len, void *ctx)
+{
+	(void)ctx;
+	memset(dst, 0x5a, len);
+}
+
+/* Long free runs inside a live pack: their whole pages go back by
+ * themselves (PROT_NONE, not counted as committed) while the programs
+ * around them run on; reused, they come back filled, in the same pack; a
+ * fork child that allocates there gets them back in its own copy. */
+START_TEST(test_holes_in_live_pack)
+{
+	setenv("EXECPACK_PURGE_DELAY_MS", "0", 1); /* (a look at every 256 KiB freed) */
+	enum { N = 1024, SZ = 1024 };
+	struct ep_pool *p = memfd_pool(fill_5a, NULL);
+	void **f = calloc(N, sizeof(*f));
+	int rc;
+
+	unsetenv("EXECPACK_PURGE_DELAY_MS");
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < N; i++) {
+		f[i] = tu_jit_ret(p, SZ, (uint32_t)i, &rc);
+		ck_assert_int_eq(rc, 0);
+	}
+	size_t before = pack_bytes(p);
+	char *mid = f[100];
+
+	for (int i = 1; i < N - 1; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	ck_assert_uint_le(pack_bytes(p), before - (512 << 10));
+	ck_assert_int_eq(tu_as_fn(f[0])(), 0);
+	ck_assert_int_eq(tu_as_fn(f[N - 1])(), N - 1);
+	uintptr_t lo, hi;
+	char perms[8];
+
+	ck_assert(mapping_of(mid, &lo, &hi, perms));
+	ck_assert_str_eq(perms, "---s");
+	ck_assert(mapping_of(f[0], &lo, &hi, perms));
+	ck_assert_str_eq(perms, "r-xs");
+
+	/* a fork child's copy: its programs there run, the parent's stay */
+	struct fu_child ch;
+	pid_t pid = fu_fork(&ch, FU_FORK);
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int bad = 0;
+
+		for (int i = 1; i < N - 1 && !bad; i++) {
+			f[i] = tu_jit_ret(p, SZ, (uint32_t)(5000 + i), &rc);
+			bad = rc != 0;
+		}
+		for (int i = 1; i < N - 1 && !bad; i++)
+			bad = tu_as_fn(f[i])() != 5000 + i;
+		for (int i = 1; i < N - 1 && !bad; i++)
+			bad = ep_free(p, f[i]) != 0;
+		free(f);
+		if (bad)
+			_exit(1);
+		rel_child_exit_ok(ch.tx);
+	}
+	int st = fu_finish(&ch, 60);
+
+	ck_assert_msg(st == 0, "the child's programs in holes: status %d%s", st, fu_status_text(st));
+	ck_assert(mapping_of(mid, &lo, &hi, perms));
+	ck_assert_str_eq(perms, "---s");
+
+	/* reused here: back when first fit finds no other room, filled */
+	enum { G = 16 * N };
+	void **g = calloc(G, sizeof(*g));
+	int ng = 0;
+	char *far;
+
+	ck_assert_ptr_nonnull(g);
+	do {
+		ck_assert_int_lt(ng, G);
+		g[ng] = tu_jit_ret(p, 64, (uint32_t)ng, &rc);
+		ck_assert_int_eq(rc, 0);
+		ck_assert(mapping_of(mid, &lo, &hi, perms));
+	} while (ng++, strcmp(perms, "r-xs"));
+	/* (the program that brought mid's page back starts what came back) */
+	far = (char *)g[ng - 1] + 256;
+	ck_assert(mapping_of(far, &lo, &hi, perms));
+	ck_assert_str_eq(perms, "r-xs");
+	for (size_t i = 0; i < SZ; i++)
+		ck_assert_uint_eq((unsigned char)far[i], 0x5a);
+	for (int i = 0; i < ng; i++) {
+		ck_assert_int_eq(tu_as_fn(g[i])(), i);
+		ck_assert_int_eq(ep_free(p, g[i]), 0);
+	}
+	free(g);
+	for (int i = 1; i < N - 1; i++) {
+		f[i] = tu_jit_ret(p, SZ, (uint32_t)i, &rc);
+		ck_assert_int_eq(rc, 0);
+	}
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(tu_as_fn(f[i])(), i);
+	struct ep_stats sts;
+
+	ck_assert_int_eq(ep_pool_stats(p, &sts), 0);
+	ck_assert_uint_eq(sts.packs, 1);
+	ck_assert_uint_le(sts.pack_bytes, before);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	ck_assert_uint_eq(pack_bytes(p), first_commit()); /* (emptied: cut, holes and all) */
+	free(f);
+	ep_pool_destroy(p);
+
+	/* EP_PURGE_NEVER: kept */
+	p = purge_pool(EP_PURGE_NEVER);
+	f = calloc(N, sizeof(*f));
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < N; i++) {
+		f[i] = tu_jit_ret(p, SZ, (uint32_t)i, &rc);
+		ck_assert_int_eq(rc, 0);
+	}
+	before = pack_bytes(p);
+	for (int i = 1; i < N - 1; i++)
+		ck_assert_int_eq(ep_free(p, f[i]), 0);
+	ck_assert_uint_eq(pack_bytes(p), before);
+	ck_assert_int_eq(ep_free(p, f[0]), 0);
+	ck_assert_int_eq(ep_free(p, f[N - 1]), 0);
+	free(f);
+	ep_pool_destroy(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("commit");
@@ -720,6 +847,7 @@ int main(void)
 	tcase_add_test(tc, test_fork_child_grows_its_copy);
 	tcase_add_test(tc, test_purge_at_once);
 	tcase_add_test(tc, test_purge_after_delay);
+	tcase_add_test(tc, test_holes_in_live_pack);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);

@@ -34,7 +34,8 @@
  * interleave-alloc.c, scenarios 0-9 (the lock, writes, names, a fork, a
  * double free, the stats, the limit, a thread's exit); interleave-resize.c,
  * 10, 11, 16, 17 (shrink, finalize, add, trim, a stale free);
- * interleave-range.c, 12 and 20 (code ranges); interleave-patch.c, 14 and
+ * interleave-range.c, 12, 20 and 26 (code ranges, threads that share);
+ * interleave-patch.c, 14 and
  * 15 (patch windows); interleave-fork.c, 18 and 19 (raw children);
  * interleave-lookup.c, 21-25 (ep_lookup(), a group's finalize);
  * interleave-first.c, 26 and 27 (a first data heap, the default pool).

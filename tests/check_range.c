@@ -409,7 +409,12 @@ static void *third(void *arg)
 
 START_TEST(test_third_thread)
 {
+	/* (EXECPACK_HEAPS: each thread takes a pack of its own, not sharing
+	 * the first's, so that the range fills) */
+	setenv("EXECPACK_HEAPS", "8", 1);
 	struct ep_pool *p = range_pool(EP_BACKEND_MEMFD, 0, SHARE_RANGE, NULL);
+
+	unsetenv("EXECPACK_HEAPS");
 	pthread_barrier_t made, done;
 	struct holder second = { p, &made, &done, NULL, 0 }, last = { p, NULL, NULL, NULL, 0 };
 	pthread_t t2, t3;

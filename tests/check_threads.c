@@ -613,6 +613,105 @@ START_TEST(test_subpools_split_threads)
 }
 END_TEST
 
+
+/* Threads that share: threads with little code allocate in the first
+ * heap's pack rather than each taking one; a thread past EP__BORROW_MAX
+ * (256 KiB) of code takes its own. */
+enum { SHARE_THREADS = 4, SHARE_N = 100 };
+
+struct share_arg {
+	struct ep_pool *pool;
+	pthread_barrier_t *go;
+	size_t size;
+	int n;
+	void *exec[SHARE_N];
+};
+
+static void *share_alloc(void *arg)
+{
+	struct share_arg *a = arg;
+
+	for (int i = 0; i < a->n; i++) {
+		struct ep_image im;
+
+		if (ep_alloc(a->pool, a->size, &im) != 0)
+			break;
+		rel_emit_ret_imm(im.rw, (uint32_t)i);
+		if (ep_finalize(a->pool, im.exec) != 0)
+			break;
+		a->exec[i] = im.exec;
+	}
+	pthread_barrier_wait(a->go); /* all live at once */
+	return NULL;
+}
+
+static size_t packs_after_threads(struct ep_pool *pool, struct share_arg *a, int nthreads)
+{
+	pthread_barrier_t go;
+	pthread_t th[SHARE_THREADS];
+	struct ep_stats st;
+
+	pthread_barrier_init(&go, NULL, (unsigned)nthreads + 1);
+	for (int t = 0; t < nthreads; t++) {
+		a[t].go = &go;
+		ck_assert_int_eq(pthread_create(&th[t], NULL, share_alloc, &a[t]), 0);
+	}
+	pthread_barrier_wait(&go);
+	ck_assert_int_eq(ep_pool_stats(pool, &st), 0);
+	for (int t = 0; t < nthreads; t++)
+		ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+	pthread_barrier_destroy(&go);
+	return st.packs;
+}
+
+START_TEST(test_threads_share_packs)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+	struct ep_pool *pool = NULL;
+	static struct share_arg a[SHARE_THREADS];
+	struct ep_stats st;
+
+	unsetenv("EXECPACK_HEAPS");
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
+	struct ep_image im;
+
+	ck_assert_int_eq(ep_alloc(pool, 64, &im), 0); /* the main thread's heap: a pack */
+	rel_emit_ret_imm(im.rw, 7);
+	ck_assert_int_eq(ep_finalize(pool, im.exec), 0);
+	void *first = im.exec;
+
+	memset(a, 0, sizeof(a));
+	for (int t = 0; t < SHARE_THREADS; t++)
+		a[t] = (struct share_arg){ .pool = pool, .size = 64, .n = SHARE_N };
+	ck_assert_uint_eq(packs_after_threads(pool, a, SHARE_THREADS), 1);
+	for (int t = 0; t < SHARE_THREADS; t++) {
+		for (int i = 0; i < SHARE_N; i++) {
+			ck_assert_ptr_nonnull(a[t].exec[i]);
+			ck_assert_int_eq(rel_call(a[t].exec[i]), i);
+			ck_assert_int_eq(ep_free(pool, a[t].exec[i]), 0); /* another thread's */
+		}
+	}
+	/* the frees are reused by the next thread's allocations: still one */
+	a[0] = (struct share_arg){ .pool = pool, .size = 64, .n = SHARE_N };
+	ck_assert_uint_eq(packs_after_threads(pool, a, 1), 1);
+	for (int i = 0; i < SHARE_N; i++)
+		ck_assert_int_eq(ep_free(pool, a[0].exec[i]), 0);
+
+	/* a thread with more code than 256 KiB takes its own pack */
+	a[0] = (struct share_arg){ .pool = pool, .size = 4096, .n = SHARE_N };
+	ck_assert_uint_eq(packs_after_threads(pool, a, 1), 2);
+	for (int i = 0; i < SHARE_N; i++) {
+		ck_assert_int_eq(rel_call(a[0].exec[i]), i);
+		ck_assert_int_eq(ep_free(pool, a[0].exec[i]), 0);
+	}
+	ck_assert_int_eq(rel_call(first), 7);
+	ck_assert_int_eq(ep_free(pool, first), 0);
+	ck_assert_int_eq(ep_pool_stats(pool, &st), 0);
+	ck_assert_uint_eq(st.live_allocs, 0);
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 static Suite *threads_suite(void)
 {
 	Suite *s = suite_create("threads");
@@ -630,6 +729,7 @@ static Suite *threads_suite(void)
 	tcase_add_test(ts, test_subpool_handoff);
 	tcase_add_test(ts, test_subpool_shared_limit);
 	tcase_add_test(ts, test_subpools_split_threads);
+	tcase_add_test(ts, test_threads_share_packs);
 	suite_add_tcase(s, ts);
 	return s;
 }

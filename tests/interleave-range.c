@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * interleave-range.c - check_interleave's scenarios 12 and 20: threads
- * mapping regions of one code range, and heaps borrowing each other's packs.
+ * interleave-range.c - check_interleave's scenarios 12, 20 and 26: threads
+ * mapping regions of one code range, and heaps borrowing each other's packs
+ * (in a full code range; threads with little code).
  */
 #include "config.h"
 
@@ -115,9 +116,55 @@ START_TEST(test_code_range_shared)
 }
 END_TEST
 
+/* 26. Threads that share (heap.c): three threads whose heaps have no
+ * pack of their own allocate at once, each borrowing a pack of whichever
+ * heap has one (or, finding none, taking its own), racing the lender's
+ * own allocations; each then frees another thread's program (made in a
+ * heap neither owns, perhaps) and allocates again, reusing what was
+ * freed.  Every call succeeds, and the model holds (check_quiet()). */
+static unsigned long g_s26_borrowed; /* heaps that borrowed, all schedules */
+
+static void s26_thread(int id)
+{
+	unsigned char *x = il_jit(100, 1), *y;
+
+	il_pub[id] = x;
+	for (int i = 0; i < 3; i++)
+		il_await(i);
+	il_rc[id][0] = il_do_free(il_pub[(id + 1) % 3]);
+	y = il_jit(150, id != 2);
+	il_rc[id][1] = y ? il_do_free(y) : -1;
+}
+
+static void s26(unsigned long seed)
+{
+	void (*fns[])(int) = { s26_thread, s26_thread, s26_thread };
+	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = S12_PACK };
+
+	memset(il_pub, 0, sizeof(il_pub));
+	il_pool_begin(&cfg);
+	il_run(seed, fns, 3);
+	for (int i = 0; i < 3; i++)
+		for (int k = 0; k < 2; k++)
+			if (il_rc[i][k])
+				il_fail("thread %d, call %d: %d", i, k, il_rc[i][k]);
+	for (struct ep__heap *h = il_pool->heaps; h; h = h->next_heap)
+		g_s26_borrowed += h->borrowed != 0;
+	il_pool_end();
+}
+
+START_TEST(test_threads_share)
+{
+	g_s26_borrowed = 0;
+	il_each_seed("s26", s26, 150, 1);
+	ck_assert_msg(g_s26_borrowed > 0, "no schedule borrowed a pack");
+}
+END_TEST
+
 /* (in the order main() runs them) */
 void il_add_range_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_code_range);
 	tcase_add_test(tc, test_code_range_shared);
+	tcase_add_test(tc, test_threads_share);
 }

@@ -160,6 +160,19 @@ static int memfd_fill(struct ep__backend *be, struct ep__region *r, size_t off, 
 	return ep__memfd_fill(r, off, len, fill, ctx);
 }
 
+static int memfd_hole(struct ep__backend *be, struct ep__region *r, size_t off, size_t len)
+{
+	(void)be;
+	return ep__memfd_hole(r, off, len);
+}
+
+static int memfd_unhole(struct ep__backend *be, struct ep__region *r, size_t off, size_t len,
+			ep_fill_fn fill, void *ctx)
+{
+	(void)be;
+	return ep__memfd_unhole(r, off, len, fill, ctx);
+}
+
 static int memfd_privatize(struct ep__backend *be, struct ep__region *r)
 {
 	return ep__memfd_privatize(&be->kind, r);
@@ -191,6 +204,9 @@ const struct ep__backend_ops ep__backend_memfd = {
 	.map_part = memfd_map_part,
 	.commit = memfd_commit,
 	.uncommit = memfd_uncommit,
+	/* (not the debug table's: its private exec view would need a sync) */
+	.hole = memfd_hole,
+	.unhole = memfd_unhole,
 	.write = memfd_write,
 	.fill = memfd_fill,
 	.privatize = memfd_privatize,

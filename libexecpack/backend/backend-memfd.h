@@ -35,6 +35,9 @@ int ep__memfd_map_part(const struct ep__memfd_kind *kind, size_t size, size_t co
 int ep__memfd_commit(struct ep__region *r, size_t commit, ep_fill_fn fill, void *ctx);
 /* The other way: [commit, committed) inaccessible, its pages given back. */
 int ep__memfd_uncommit(struct ep__region *r, size_t commit);
+/* The same for [off, off+len) inside it, and back (fill, then exec). */
+int ep__memfd_hole(struct ep__region *r, size_t off, size_t len);
+int ep__memfd_unhole(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill, void *ctx);
 int ep__memfd_map(const struct ep__memfd_kind *kind, size_t size, ep_fill_fn fill,
 		  void *fill_ctx, struct ep__region *out);
 void ep__memfd_unmap(const struct ep__memfd_kind *kind, struct ep__region *r);

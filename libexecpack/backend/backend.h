@@ -99,6 +99,13 @@ struct ep__backend_ops {
 	 * bytes (a multiple of page_size, no code past it): the part past it
 	 * inaccessible again and its memory given back. */
 	int (*uncommit)(struct ep__backend *be, struct ep__region *r, size_t commit);
+	/* Optional (NULL: never).  Inside the committed prefix, [off,
+	 * off+len) (pages, no code there) inaccessible and its memory given
+	 * back (a hole: commit.c); unhole fills it again, then makes it
+	 * executable. */
+	int (*hole)(struct ep__backend *be, struct ep__region *r, size_t off, size_t len);
+	int (*unhole)(struct ep__backend *be, struct ep__region *r, size_t off, size_t len,
+		      ep_fill_fn fill, void *fill_ctx);
 
 	/*
 	 * Copy len bytes to offset off of the region.  Must not be torn for

@@ -231,6 +231,37 @@ int ep__memfd_uncommit(struct ep__region *r, size_t commit)
 	return 0;
 }
 
+/* As ep__memfd_uncommit(), for pages inside the committed part. */
+int ep__memfd_hole(struct ep__region *r, size_t off, size_t len)
+{
+	if (off > r->committed || len > r->committed - off)
+		return -EINVAL;
+	unsigned char *x = (unsigned char *)r->exec + off;
+
+	if (mprotect(x, len, PROT_NONE) < 0)
+		return -errno;
+	if (madvise((unsigned char *)r->rw + off, len, MADV_REMOVE) < 0) {
+		int e = errno;
+
+		(void)mprotect(x, len, ep__exec_prot(r->guards)); /* (still filled) */
+		return -e;
+	}
+	(void)madvise(x, len, MADV_DONTNEED);
+	return 0;
+}
+
+/* As ep__memfd_commit(): the fill first, never unset memory executable. */
+int ep__memfd_unhole(struct ep__region *r, size_t off, size_t len, ep_fill_fn fill, void *ctx)
+{
+	if (off > r->committed || len > r->committed - off)
+		return -EINVAL;
+	(void)madvise((unsigned char *)r->rw + off, len, MADV_POPULATE_WRITE);
+	ep__alias_fill(r->guards, fill, (unsigned char *)r->rw + off, len, ctx);
+	if (mprotect((unsigned char *)r->exec + off, len, ep__exec_prot(r->guards)) < 0)
+		return -errno;
+	return 0;
+}
+
 int ep__memfd_write(struct ep__region *r, size_t off, const void *src, size_t len)
 {
 	if (off > r->size || len > r->size - off)

@@ -25,10 +25,13 @@
 #include "atomic.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include "commit.h"
+#include "fit-packs.h"
 #include "pack-seq.h"
 #include "region.h"
 #include "tally.h"
@@ -158,6 +161,9 @@ int ep__pack_grow(struct ep__heap *h, struct ep__pack *p, size_t n)
 	return 0;
 }
 
+static size_t last_live(const struct ep__pack *p);
+static size_t holes_drop_from(struct ep__heap *h, struct ep__pack *p, size_t g, size_t pages);
+
 /*
  * ep_pool_trim(): give back p's committed part past its last used chunk,
  * rounded up to a page (at least a page stays, as at a new pack).  The
@@ -173,7 +179,7 @@ size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p)
 	if (!h->ops->uncommit || !h->ops->commit || p->r.sealed ||
 	    p->r.gen != ep__fork_generation() || exec_gain_refused())
 		return 0;
-	size_t last = p->nchunks ? ep__bitmap_prev_set(p->used, p->nchunks - 1) : SIZE_MAX;
+	size_t last = last_live(p); /* (holes past it go with the rest) */
 	size_t keep = (((last == SIZE_MAX ? 0 : last + 1) << p->shift) + page - 1) / page * page;
 
 	if (keep < page)
@@ -198,9 +204,247 @@ size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p)
 		ep__fit_destroy(&fit);
 		return 0;
 	}
+	/* (uncounted already, and their bits must be clear past the part) */
+	size_t holed = p->hole_chunks ? holes_drop_from(h, p, keep / page, have / page) << p->shift
+				      : 0;
+
 	ep__fit_destroy(&p->fit);
 	p->fit = fit;
 	p->free_chunks -= (have >> p->shift) - nchunks;
-	ep__tally(&h->tally.commit_out, have - keep);
-	return have - keep;
+	ep__tally(&h->tally.commit_out, have - keep - holed);
+	return have - keep - holed;
+}
+
+/*
+ * Holes: a live pack's long free runs given back by themselves.  Whole
+ * pages inside a pack's free runs (never its first page, kept as at a new
+ * pack) are given back by the backend's hole op: their exec view
+ * PROT_NONE (a stray jump faults), their memory punched out, and their
+ * chunks marked used, with a start bit at each hole's first chunk and the
+ * state NONE, so that first fit never hands them out, an allocation before
+ * one ends there (ep__alloc_end()) and no free or lookup takes one for an
+ * allocation.  A look for them (ep__heap_holes()) comes from
+ * ep__pack_give_back() once EP_PURGE_AT_ONCE bytes were freed since the
+ * last look (one compare on the free path), at most once per purge delay.
+ * They come back, filled and then executable, only when first fit found no
+ * room in what is committed, before a pack grows (ep__pack_unhole()).
+ * free_chunks still counts them (it is a bound for first fit, and a pack
+ * is empty when it equals nchunks: ep__pack_emptied() cuts them with the
+ * rest); the committed tally does not.  With the heap's lock throughout.
+ */
+static size_t page_chunks(const struct ep__pack *p)
+{
+	return (size_t)sysconf(_SC_PAGESIZE) >> p->shift;
+}
+
+static bool page_holed(const struct ep__pack *p, size_t g)
+{
+	return p->holes && ((p->holes[g / 64] >> (g % 64)) & 1);
+}
+
+/* The last used chunk outside the holes, SIZE_MAX when none. */
+static size_t last_live(const struct ep__pack *p)
+{
+	size_t cpp = page_chunks(p);
+	size_t c = p->nchunks ? ep__bitmap_prev_set(p->used, p->nchunks - 1) : SIZE_MAX;
+
+	/* (page 0 is never a hole) */
+	while (c != SIZE_MAX && page_holed(p, c / cpp))
+		c = ep__bitmap_prev_set(p->used, c / cpp * cpp - 1);
+	return c;
+}
+
+/* Pages [a, b) of p become a hole (set) or stop being one. */
+static void holes_mark(struct ep__heap *h, struct ep__pack *p, size_t a, size_t b, bool set)
+{
+	size_t cpp = page_chunks(p), c = a * cpp, n = (b - a) * cpp;
+	size_t had = p->hole_chunks;
+
+	ep__pack_write_begin(p);
+	if (set) {
+		ep__bitmap_set(p->used, c, n);
+		ep__bitmap_set(p->start, c, 1);
+	} else {
+		ep__bitmap_clear(p->used, c, n);
+		ep__bitmap_clear(p->start, c, n); /* (holes made side by side) */
+	}
+	ep__pack_write_end(p);
+	if (set) {
+		ep__bitmap_set(p->holes, a, b - a);
+		p->hole_chunks += n;
+	} else {
+		ep__bitmap_clear(p->holes, a, b - a);
+		p->hole_chunks -= n;
+	}
+	if (!had != !p->hole_chunks)
+		h->hole_packs += p->hole_chunks ? 1 : (size_t)-1;
+}
+
+/* Pages of p from g on stop being holes, their fit summary left to the
+ * caller (they leave the committed part, or the pack goes).  Chunks. */
+static size_t holes_drop_from(struct ep__heap *h, struct ep__pack *p, size_t g, size_t pages)
+{
+	size_t n = p->hole_chunks;
+
+	for (size_t a = g; a < pages; a++) {
+		if (!page_holed(p, a))
+			continue;
+		size_t b = a + 1;
+
+		while (b < pages && page_holed(p, b))
+			b++;
+		holes_mark(h, p, a, b, false);
+		a = b;
+	}
+	return n - p->hole_chunks;
+}
+
+size_t ep__pack_holes_forget(struct ep__heap *h, struct ep__pack *p)
+{
+	if (!p->hole_chunks)
+		return 0;
+	return holes_drop_from(h, p, 1, h->pack_size / (size_t)sysconf(_SC_PAGESIZE)) << p->shift;
+}
+
+/* Pages [a, b) of p, fully free, given back. */
+static void hole_run(struct ep__heap *h, struct ep__pack *p, size_t a, size_t b)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), cpp = page_chunks(p);
+
+	holes_mark(h, p, a, b, true); /* (out of first fit's way before the pages go) */ 
+	EP_YIELD("hole");
+	if (h->ops->hole(h->be, &p->r, a * page, (b - a) * page)) {
+		holes_mark(h, p, a, b, false); /* (still filled: as it was) */
+		return;
+	}
+	ep__fit_mark(&p->fit, p->used, a * cpp, (b - a) * cpp);
+	ep__tally(&h->tally.commit_out, (b - a) * page);
+}
+
+/* Runs of clear words of used (a hole's words are set: no second look),
+ * the whole pages inside each long enough run given back. */
+static void pack_holes(struct ep__heap *h, struct ep__pack *p)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), wpp = page_chunks(p) / 64;
+	size_t words = p->nchunks / 64, min = EP__HOLE_MIN / page;
+
+	if (!p->holes && !(p->holes = calloc(EP__BITMAP_WORDS(h->pack_size >> p->shift >> 6),
+					     sizeof(uint64_t))))
+		return;
+	for (size_t w = wpp, run = wpp; w <= words; w++) {
+		if (w < words && !p->used[w])
+			continue;
+		/* words [run, w) clear: pages [ceil(run), floor(w)) */
+		if (w - run >= min * wpp) {
+			size_t a = (run + wpp - 1) / wpp, b = w / wpp;
+
+			if (b >= a + min)
+				hole_run(h, p, a, b);
+		}
+		run = w + 1;
+	}
+}
+
+void ep__heap_holes(struct ep__heap *h)
+{
+	h->hole_mark = h->tally.used_out;
+	if (h->purge_ms < 0 || !h->ops->hole || !h->ops->unhole || h->data ||
+	    (size_t)sysconf(_SC_PAGESIZE) >> h->shift < 64)
+		return;
+	uint64_t now = ep__now_ns();
+
+	if (now < h->hole_at)
+		return;
+	h->hole_at = now + (uint64_t)h->purge_ms * 1000000u;
+	if (exec_gain_refused())
+		return; /* (they could not come back) */
+	for (struct ep__pack *p = h->head; p; p = p->next)
+		if (!p->cached && !p->r.sealed && p->r.gen == ep__fork_generation() &&
+		    p->free_chunks < p->nchunks)
+			pack_holes(h, p);
+}
+
+/* Pages [a, b) of p's hole [a, e) back, filled and executable. */
+static bool unhole_run(struct ep__heap *h, struct ep__pack *p, size_t a, size_t b, size_t e)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), cpp = page_chunks(p);
+
+	if (h->ops->unhole(h->be, &p->r, a * page, (b - a) * page, h->fill, h->fill_ctx))
+		return false;
+	holes_mark(h, p, a, b, false);
+	if (b < e) {
+		ep__pack_write_begin(p); /* (what stays of the hole keeps its start) */
+		ep__bitmap_set(p->start, b * cpp, 1);
+		ep__pack_write_end(p);
+	}
+	ep__fit_mark(&p->fit, p->used, a * cpp, (b - a) * cpp);
+	ep__tally(&h->tally.commit_in, (b - a) * page);
+	return true;
+}
+
+/*
+ * The lowest hole that holds n chunks comes back, only as much of it as n
+ * needs rounded up to EP__COMMIT_STEP (as a grow would commit: a churn
+ * that reaches a long hole does not refill all of it); with none that
+ * holds n, every hole of the first pack that has any.
+ */
+bool ep__pack_unhole(struct ep__heap *h, size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	for (int all = 0; all < 2; all++) {
+		for (struct ep__pack *p = h->head; p; p = p->next) {
+			if (!p->hole_chunks || p->hole_chunks < (all ? 1 : n) ||
+			    ep__own_region(h, &p->r))
+				continue;
+			size_t cpp = page_chunks(p), pages = p->nchunks / cpp, had = p->hole_chunks;
+			size_t want = ((n << p->shift) + EP__COMMIT_STEP - 1) / EP__COMMIT_STEP *
+				      EP__COMMIT_STEP / page;
+
+			for (size_t a = 1; a < pages; a++) {
+				if (!page_holed(p, a))
+					continue;
+				size_t e = a + 1;
+
+				while (e < pages && page_holed(p, e))
+					e++;
+				if (!all && (e - a) * cpp < n) {
+					a = e;
+					continue;
+				}
+				(void)unhole_run(h, p, a, all || e - a < want ? e : a + want, e);
+				if (!all)
+					break;
+				a = e;
+			}
+			if (p->hole_chunks < had) {
+				ep__fits_set(h, p->slot, (uint32_t)p->free_chunks);
+				return true;
+			}
+			if (all)
+				return false;
+		}
+	}
+	return false;
+}
+
+int ep__pack_rehole(struct ep__heap *h, struct ep__pack *p)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = p->nchunks / page_chunks(p);
+
+	if (!p->hole_chunks)
+		return 0;
+	for (size_t a = 1; a < pages; a++) {
+		if (!page_holed(p, a))
+			continue;
+		size_t b = a + 1;
+		int rc;
+
+		while (b < pages && page_holed(p, b))
+			b++;
+		if ((rc = h->ops->hole(h->be, &p->r, a * page, (b - a) * page)))
+			return rc;
+		a = b;
+	}
+	return 0;
 }

@@ -499,6 +499,47 @@ static __attribute__((noinline, cold)) int alloc_failed(struct ep__heap *h, size
 	return ep__heap_borrow(h, alloc_lent, &x);
 }
 
+/*
+ * Threads that share: a heap that has never had a pack of its own (its
+ * thread has little code so far) allocates in another heap's packs, as a
+ * full code range does (ep__heap_borrow()), until it has so allocated
+ * EP__BORROW_MAX bytes; then, or where no heap has a pack, it takes its
+ * own.  Four threads that compile a few small programs each then fill one
+ * pack, not four, and their frees, made in the lender's heap, are reused by
+ * the next allocation there of any thread (each drains the lender's remote
+ * frees under its lock).  Only a heap with packs lends: a heap without one
+ * would make a pack for the borrower, which its own heap can do.  Not where
+ * EXECPACK_HEAPS caps the heaps (or a backend allows one), nor data heaps.
+ */
+#define EP__BORROW_MAX ((size_t)256 << 10)
+
+static int alloc_lent_shared(struct ep__heap *o, void *arg)
+{
+	/* (a hint: a lender whose packs go meanwhile makes one for the
+	 * borrower under its own lock, as it would for its thread) */
+	EP_YIELD("lender packs");
+	if (ep__load_acquire(&o->tally.packs_in) == ep__load_acquire(&o->tally.packs_out))
+		return -ENOMEM; /* (no pack to lend: the next heap) */
+	return alloc_lent(o, arg);
+}
+
+/* 0: allocated in another heap; 1: h takes its own; else the error. */
+static __attribute__((noinline, cold)) int alloc_shared(struct ep__heap *h, size_t size,
+							 size_t reserved, struct ep_image *out)
+{
+	struct alloc_args x = { size, reserved, 0, out };
+
+	/* (EXECPACK_HEAPS set: the threads' split is the caller's choice) */
+	if (h->data || h->root->max_heaps || ep__load_relaxed(&h->borrowed) >= EP__BORROW_MAX)
+		return 1;
+	int rc = ep__heap_borrow(h, alloc_lent_shared, &x);
+
+	if (rc)
+		return rc == -ENOMEM ? 1 : rc;
+	ep__add_relaxed(&h->borrowed, reserved);
+	return 0;
+}
+
 int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 {
 	if (!h || !out || size == 0)
@@ -511,7 +552,13 @@ int ep__heap_alloc(struct ep__heap *h, size_t size, struct ep_image *out)
 
 	if (h->limit && reserved > h->limit)
 		return -EPERM; /* could never fit */
-	int rc = alloc_in(h, size, reserved, large, 0, out);
+	int rc;
+
+	/* (a heap that never had a pack: one load on the common path) */
+	if (__builtin_expect(!ep__load_relaxed(&h->tally.packs_in), 0) && !large &&
+	    (rc = alloc_shared(h, size, reserved, out)) <= 0)
+		return rc;
+	rc = alloc_in(h, size, reserved, large, 0, out);
 
 	/* (a call, out of line: the path that succeeds keeps its instructions) */
 	if (__builtin_expect(rc != 0, 0))

@@ -73,8 +73,9 @@ static void pack_release(struct ep__heap *h, struct ep__pack *p)
 		p->next->prev = p->prev;
 	else
 		h->tail = p->prev;
-	/* (bytes before packs: ep_pool_stats() reads them the other way) */
-	ep__tally(&h->tally.commit_out, p->r.committed);
+	/* (bytes before packs: ep_pool_stats() reads them the other way;
+	 * its holes' were counted when they were made) */
+	ep__tally(&h->tally.commit_out, p->r.committed - ep__pack_holes_forget(h, p));
 	ep__tally(&h->tally.packs_out, 1);
 
 	/* the address goes first, seq_cst: against a free's pin then read of
@@ -98,6 +99,7 @@ static size_t pack_meta_bytes(const struct ep__heap *h)
 
 void ep__pack_free(struct ep__pack *p)
 {
+	free(p->holes);
 	ep__fit_destroy(&p->fit);
 	ep__meta_put(p->used, pack_meta_bytes(p->heap)); /* (one block: see pack_get) */
 	free(p);
@@ -228,8 +230,11 @@ int ep__pack_find(struct ep__heap *h, size_t n, struct ep__pack **outp, size_t *
 		*pos = at;
 		return 0;
 	}
-	/* No room in what is committed: a pack grows (commit.c), the newest
-	 * first, then one that ep_pool_trim() cut back, then search again. */
+	/* No room in what is committed: holes come back (commit.c), or a
+	 * pack grows, the newest first, then one that ep_pool_trim() cut back,
+	 * then search again. */
+	if (h->hole_packs && ep__pack_unhole(h, n))
+		return ep__pack_find(h, n, outp, pos);
 	struct ep__pack *g = h->tail;
 	int grc = g ? ep__pack_grow(h, g, n) : -ENOSPC;
 
@@ -339,8 +344,11 @@ void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size
 		ep__tally(&h->tally.used_out, n << p->shift);
 	if (p->free_chunks == p->nchunks)
 		ep__pack_emptied(h, p);
+	/* (the one test on this path: long free runs' pages go, commit.c) */
+	if (h->tally.used_out - h->hole_mark >= EP_PURGE_AT_ONCE)
+		ep__heap_holes(h);
 }
-static uint64_t now_ns(void)
+uint64_t ep__now_ns(void)
 {
 	struct timespec t;
 
@@ -365,13 +373,13 @@ static void purge(struct ep__heap *h, struct ep__pack *p)
 		return;
 	}
 	if (!h->purge_at) {
-		h->purge_at = now_ns() + (uint64_t)h->purge_ms * 1000000u;
+		h->purge_at = ep__now_ns() + (uint64_t)h->purge_ms * 1000000u;
 		h->purge_tick = 0;
 		return;
 	}
 	if (++h->purge_tick % PURGE_EVERY && h->purge_ms)
 		return;
-	if (now_ns() < h->purge_at)
+	if (ep__now_ns() < h->purge_at)
 		return;
 	h->purge_at = 0;
 	for (struct ep__pack *q = h->head; q; q = q->next)
@@ -393,6 +401,8 @@ void ep__pack_emptied(struct ep__heap *h, struct ep__pack *p)
 	size_t none = 0;
 
 	EP_YIELD("empty packs");
+	if (p->hole_chunks)
+		(void)ep__pack_uncommit(h, p); /* (no pack is kept with holes in it) */
 	if (p->r.sealed) {
 		ep__add_relaxed(&h->root->empty_packs, 1);
 		p->cached = 1;

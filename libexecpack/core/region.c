@@ -14,6 +14,7 @@
 
 #include "alloc-state.h"
 #include "lookup.h"
+#include "commit.h"
 #include "region.h"
 #include "track.h"
 
@@ -131,6 +132,11 @@ int ep__own_region_slow(struct ep__heap *h, struct ep__region *r)
 	if (r->sealed)
 		return -EPERM; /* a sealed view cannot be replaced by a private copy */
 	if (h->ops->privatize && (rc = h->ops->privatize(h->be, r)))
+		return rc;
+	/* (the copy maps the whole committed part executable, holes too:
+	 * theirs go again before any allocation can come near them) */
+	if (r->pack && (rc = ep__pack_rehole(h, (struct ep__pack *)((char *)r -
+								 offsetof(struct ep__pack, r)))))
 		return rc;
 	/* (a failed refill: the old generation stays, and all is done again
 	 * before the next change) */

@@ -89,6 +89,11 @@ struct ep__pack {
 	_Atomic int queued; /* on the heap's remote list */
 	_Atomic unsigned pins; /* lock-free frees between reading r.exec and done */
 	struct ep__pack *rnext;
+	/* holes (commit.c): pages inside the committed prefix given back,
+	 * their chunks marked used with no allocation starting there; NULL
+	 * until the first; with the heap's lock */
+	uint64_t *holes;
+	size_t hole_chunks;
 };
 
 /* One region's address range, sorted by lo, for address lookups. */
@@ -180,6 +185,13 @@ struct ep__heap {
 	long purge_ms;
 	uint64_t purge_at;
 	unsigned purge_tick;
+	/* holes (commit.c): used_out at the last look for long free runs in
+	 * live packs, when the next may come (ns), packs with holes */
+	uint64_t hole_mark, hole_at;
+	size_t hole_packs;
+	/* bytes this heap's thread allocated in other heaps' packs while it
+	 * had none of its own (heap.c: threads that share); atomic */
+	size_t borrowed;
 	uint64_t rng;
 	int shares_backend; /* not the first heap: the backend is closed by that one */
 	struct ep__crange *crange; /* ep_config.code_range (the backend's), or NULL */

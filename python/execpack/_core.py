@@ -8,6 +8,7 @@ import ctypes.util
 import errno
 import operator
 import os
+import threading
 import weakref
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional,
                     SupportsIndex, Tuple, Type, TypeVar, Union, overload)
@@ -138,6 +139,7 @@ def _load_library() -> ctypes.CDLL:
     protos: Dict[str, Tuple[Any, Any]] = {
         "ep_pool_create": (ctypes.c_int, [ctypes.POINTER(_Config), ctypes.POINTER(P)]),
         "ep_pool_destroy": (None, [P]),
+        "ep_default_pool": (P, []),
         "ep_alloc": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.POINTER(_Image)]),
         "ep_alloc_aligned": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.c_size_t,
                                             ctypes.POINTER(_Image)]),
@@ -387,6 +389,10 @@ class JitFunction(Generic[_R]):
         return "<JitFunction at 0x%x, %d bytes>" % (self.address, self.size)
 
 
+_default_pool: "Optional[Pool]" = None
+_default_lock = threading.Lock()
+
+
 class Pool:
     """A libexecpack pool.  Use it as a context manager, or call close()."""
 
@@ -416,6 +422,7 @@ class Pool:
         or 32 for tiny code such as 15-byte thunks, which then take 16
         bytes each; any other value raises OSError(EINVAL)."""
         self._handle: Optional[int] = None
+        self._shared = False  # Pool.default(): never destroyed
         # exec address -> _Allocation of what this pool handed out and
         # is still referenced: free() and close() mark them dead
         self._live: "weakref.WeakValueDictionary[int, _Allocation]" = \
@@ -426,12 +433,43 @@ class Pool:
         _check(lib.ep_pool_create(ctypes.byref(cfg), ctypes.byref(handle)), "ep_pool_create")
         self._handle = handle.value
 
+    @classmethod
+    def default(cls) -> "Pool":
+        """The process-wide pool (ep_default_pool()), shared with every
+        library of the process that uses it: the same Pool object on
+        every call.  It is never destroyed: close() (and leaving a with
+        block) does nothing to it, as ep_pool_destroy() does nothing to the
+        default pool; its code lives until freed or the process ends.
+        OSError(ENOMEM) when no pool can be made now (a later call tries
+        again)."""
+        global _default_pool
+        with _default_lock:
+            if _default_pool is None:
+                handle = library().ep_default_pool()
+                if not handle:
+                    raise OSError(errno.ENOMEM, "ep_default_pool: no pool can be made now")
+                pool = cls.__new__(cls)
+                pool._handle = handle
+                pool._shared = True
+                pool._live = weakref.WeakValueDictionary()
+                _default_pool = pool
+            return _default_pool
+
+    @property
+    def is_default(self) -> bool:
+        """Whether this is Pool.default(), the process-wide pool."""
+        return self._shared
+
     # -- lifetime ---------------------------------------------------------
     def close(self) -> None:
         """ep_pool_destroy(): unmaps all code of the pool.  Idempotent.
 
         Functions and Images of the pool are dead afterwards: a call raises
-        ValueError, a method given one raises OSError(EINVAL)."""
+        ValueError, a method given one raises OSError(EINVAL).  On
+        Pool.default() it does nothing (the default pool is never
+        destroyed)."""
+        if self._shared:
+            return
         if self._handle is not None:
             for alloc in list(self._live.values()):
                 alloc.dead = "closed"

@@ -606,5 +606,28 @@ class IntegerRangeTest(unittest.TestCase):
         self.pool.free(ident)
 
 
+class DefaultPoolTest(unittest.TestCase):
+    """Pool.default(): ep_default_pool(), one for the process, never closed."""
+
+    def test_one_pool_that_close_leaves(self):
+        pool = execpack.Pool.default()
+        self.assertIs(execpack.Pool.default(), pool)
+        self.assertTrue(pool.is_default)
+        self.assertFalse(execpack.Pool().is_default)
+        self.assertTrue(pool.backend)
+        with execpack.Pool.default() as p:
+            add = p.load(ADD, restype=ctypes.c_int, argtypes=(ctypes.c_int, ctypes.c_int))
+        pool.close()  # (a no-op, as ep_pool_destroy() on the default pool)
+        self.assertFalse(pool.closed)
+        self.assertEqual(add(2, 3), 5, "the code outlives close() and the with block")
+        before = pool.stats()["live_allocs"]
+        pool.free(add)
+        self.assertEqual(pool.stats()["live_allocs"], before - 1)
+
+    def test_the_library_s_default_pool(self):
+        lib = execpack.library()
+        self.assertEqual(lib.ep_default_pool(), execpack.Pool.default()._handle)
+
+
 if __name__ == "__main__":
     sys.exit(support.main(show_banner=True))

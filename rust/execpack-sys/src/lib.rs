@@ -163,6 +163,7 @@ extern "C" {
 
     pub fn ep_pool_create(cfg: *const ep_config, out: *mut *mut ep_pool) -> c_int;
     pub fn ep_pool_destroy(pool: *mut ep_pool);
+    pub fn ep_default_pool() -> *mut ep_pool;
     pub fn ep_alloc(pool: *mut ep_pool, size: usize, out: *mut ep_image) -> c_int;
     pub fn ep_alloc_aligned(
         pool: *mut ep_pool,

@@ -7,7 +7,7 @@ use std::os::raw::{c_char, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use execpack_sys as sys;
 
@@ -336,10 +336,44 @@ pub struct Guards {
     pub why: String,
 }
 
+/// The handle of `ep_default_pool()`, once one was had (every call of
+/// [`Pool::default_pool`] returns a clone: [`Pool::same`] holds).
+static DEFAULT_POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
 impl Pool {
     /// A pool with all defaults.
     pub fn new() -> Result<Pool> {
         PoolBuilder::new().build()
+    }
+
+    /// `ep_default_pool`: the process-wide pool that every library of the
+    /// process without an allocator hook of its own may share (a regex
+    /// JIT through the sljit adapter, the program's own JIT).  All calls
+    /// return handles of the same pool.  It is never destroyed (a handle
+    /// is kept here for good, and `ep_pool_destroy` does nothing on the
+    /// default pool anyway), so code another library holds there stays
+    /// when the program's handles are dropped.  ENOMEM
+    /// when no pool can be made now (no executable memory here); a later
+    /// call tries again.
+    ///
+    /// ```
+    /// # use execpack::Pool;
+    /// let a = Pool::default_pool().unwrap();
+    /// let b = Pool::default_pool().unwrap();
+    /// assert!(a.same(&b));
+    /// ```
+    pub fn default_pool() -> Result<Pool> {
+        crate::check_version()?;
+        let mut slot = DEFAULT_POOL.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = slot.as_ref() {
+            return Ok(pool.clone());
+        }
+        // SAFETY: no arguments; the pool lives as long as the process
+        let raw = NonNull::new(unsafe { sys::ep_default_pool() })
+            .ok_or_else(|| Error::from_rc(-errno::ENOMEM))?;
+        let pool = Pool { inner: Arc::new(Inner { raw }) };
+        *slot = Some(pool.clone());
+        Ok(pool)
     }
 
     /// A configuration to build a pool from.

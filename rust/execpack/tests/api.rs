@@ -362,3 +362,23 @@ fn scoped_code_borrows_the_pool() {
     assert_eq!(e.errno(), errno::EINVAL);
     assert_eq!(pool.stats().live_allocs, 0);
 }
+
+#[test]
+fn default_pool_shared_and_kept() {
+    let pool = Pool::default_pool().unwrap();
+    assert!(pool.same(&Pool::default_pool().unwrap()));
+    assert_eq!(pool.as_raw(), unsafe { execpack_sys::ep_default_pool() });
+    assert!(!pool.same(&Pool::new().unwrap()));
+    let mut s = pool.alloc(64).unwrap();
+    let code = ret_imm(77);
+    s[..code.len()].copy_from_slice(&code);
+    let c = s.finalize().unwrap();
+    let raw = pool.as_raw();
+    drop(pool); // (not the last handle: the crate keeps one)
+    assert_eq!(call(&c), 77);
+    let again = Pool::default_pool().unwrap();
+    assert_eq!(again.as_raw(), raw, "the same pool, never destroyed");
+    let live = again.stats().live_allocs;
+    drop(c);
+    assert_eq!(again.stats().live_allocs, live - 1);
+}
