@@ -122,9 +122,9 @@ END_TEST
  * own allocations; each then frees another thread's program (made in a
  * heap neither owns, perhaps) and allocates again, reusing what was
  * freed.  Every call succeeds, and the model holds (check_quiet()). */
-static unsigned long g_s26_borrowed; /* heaps that borrowed, all schedules */
+static unsigned long g_s28_borrowed; /* heaps that borrowed, all schedules */
 
-static void s26_thread(int id)
+static void s28_thread(int id)
 {
 	unsigned char *x = il_jit(100, 1), *y;
 
@@ -136,9 +136,9 @@ static void s26_thread(int id)
 	il_rc[id][1] = y ? il_do_free(y) : -1;
 }
 
-static void s26(unsigned long seed)
+static void s28(unsigned long seed)
 {
-	void (*fns[])(int) = { s26_thread, s26_thread, s26_thread };
+	void (*fns[])(int) = { s28_thread, s28_thread, s28_thread };
 	struct ep_config cfg = { .sz = sizeof(cfg), .pack_size = S12_PACK };
 
 	memset(il_pub, 0, sizeof(il_pub));
@@ -149,15 +149,15 @@ static void s26(unsigned long seed)
 			if (il_rc[i][k])
 				il_fail("thread %d, call %d: %d", i, k, il_rc[i][k]);
 	for (struct ep__heap *h = il_pool->heaps; h; h = h->next_heap)
-		g_s26_borrowed += h->borrowed != 0;
+		g_s28_borrowed += h->borrowed != 0;
 	il_pool_end();
 }
 
 START_TEST(test_threads_share)
 {
-	g_s26_borrowed = 0;
-	il_each_seed("s26", s26, 150, 1);
-	ck_assert_msg(g_s26_borrowed > 0, "no schedule borrowed a pack");
+	g_s28_borrowed = 0;
+	il_each_seed("s28", s28, 150, 1);
+	ck_assert_msg(g_s28_borrowed > 0, "no schedule borrowed a pack");
 }
 END_TEST
 

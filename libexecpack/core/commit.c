@@ -232,24 +232,14 @@ size_t ep__pack_uncommit(struct ep__heap *h, struct ep__pack *p)
  * is empty when it equals nchunks: ep__pack_emptied() cuts them with the
  * rest); the committed tally does not.  With the heap's lock throughout.
  */
-static size_t page_chunks(const struct ep__pack *p)
-{
-	return (size_t)sysconf(_SC_PAGESIZE) >> p->shift;
-}
-
-static bool page_holed(const struct ep__pack *p, size_t g)
-{
-	return p->holes && ((p->holes[g / 64] >> (g % 64)) & 1);
-}
-
 /* The last used chunk outside the holes, SIZE_MAX when none. */
 static size_t last_live(const struct ep__pack *p)
 {
-	size_t cpp = page_chunks(p);
+	size_t cpp = ep__page_chunks(p);
 	size_t c = p->nchunks ? ep__bitmap_prev_set(p->used, p->nchunks - 1) : SIZE_MAX;
 
 	/* (page 0 is never a hole) */
-	while (c != SIZE_MAX && page_holed(p, c / cpp))
+	while (c != SIZE_MAX && ep__page_holed(p, c / cpp))
 		c = ep__bitmap_prev_set(p->used, c / cpp * cpp - 1);
 	return c;
 }
@@ -257,7 +247,7 @@ static size_t last_live(const struct ep__pack *p)
 /* Pages [a, b) of p become a hole (set) or stop being one. */
 static void holes_mark(struct ep__heap *h, struct ep__pack *p, size_t a, size_t b, bool set)
 {
-	size_t cpp = page_chunks(p), c = a * cpp, n = (b - a) * cpp;
+	size_t cpp = ep__page_chunks(p), c = a * cpp, n = (b - a) * cpp;
 	size_t had = p->hole_chunks;
 
 	ep__pack_write_begin(p);
@@ -287,11 +277,11 @@ static size_t holes_drop_from(struct ep__heap *h, struct ep__pack *p, size_t g, 
 	size_t n = p->hole_chunks;
 
 	for (size_t a = g; a < pages; a++) {
-		if (!page_holed(p, a))
+		if (!ep__page_holed(p, a))
 			continue;
 		size_t b = a + 1;
 
-		while (b < pages && page_holed(p, b))
+		while (b < pages && ep__page_holed(p, b))
 			b++;
 		holes_mark(h, p, a, b, false);
 		a = b;
@@ -309,7 +299,7 @@ size_t ep__pack_holes_forget(struct ep__heap *h, struct ep__pack *p)
 /* Pages [a, b) of p, fully free, given back. */
 static void hole_run(struct ep__heap *h, struct ep__pack *p, size_t a, size_t b)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), cpp = page_chunks(p);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), cpp = ep__page_chunks(p);
 
 	holes_mark(h, p, a, b, true); /* (out of first fit's way before the pages go) */ 
 	EP_YIELD("hole");
@@ -325,7 +315,7 @@ static void hole_run(struct ep__heap *h, struct ep__pack *p, size_t a, size_t b)
  * the whole pages inside each long enough run given back. */
 static void pack_holes(struct ep__heap *h, struct ep__pack *p)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), wpp = page_chunks(p) / 64;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), wpp = ep__page_chunks(p) / 64;
 	size_t words = p->nchunks / 64, min = EP__HOLE_MIN / page;
 
 	if (!p->holes && !(p->holes = calloc(EP__BITMAP_WORDS(h->pack_size >> p->shift >> 6),
@@ -367,7 +357,7 @@ void ep__heap_holes(struct ep__heap *h)
 /* Pages [a, b) of p's hole [a, e) back, filled and executable. */
 static bool unhole_run(struct ep__heap *h, struct ep__pack *p, size_t a, size_t b, size_t e)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), cpp = page_chunks(p);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), cpp = ep__page_chunks(p);
 
 	if (h->ops->unhole(h->be, &p->r, a * page, (b - a) * page, h->fill, h->fill_ctx))
 		return false;
@@ -397,16 +387,16 @@ bool ep__pack_unhole(struct ep__heap *h, size_t n)
 			if (!p->hole_chunks || p->hole_chunks < (all ? 1 : n) ||
 			    ep__own_region(h, &p->r))
 				continue;
-			size_t cpp = page_chunks(p), pages = p->nchunks / cpp, had = p->hole_chunks;
+			size_t cpp = ep__page_chunks(p), pages = p->nchunks / cpp, had = p->hole_chunks;
 			size_t want = ((n << p->shift) + EP__COMMIT_STEP - 1) / EP__COMMIT_STEP *
 				      EP__COMMIT_STEP / page;
 
 			for (size_t a = 1; a < pages; a++) {
-				if (!page_holed(p, a))
+				if (!ep__page_holed(p, a))
 					continue;
 				size_t e = a + 1;
 
-				while (e < pages && page_holed(p, e))
+				while (e < pages && ep__page_holed(p, e))
 					e++;
 				if (!all && (e - a) * cpp < n) {
 					a = e;
@@ -426,25 +416,4 @@ bool ep__pack_unhole(struct ep__heap *h, size_t n)
 		}
 	}
 	return false;
-}
-
-int ep__pack_rehole(struct ep__heap *h, struct ep__pack *p)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = p->nchunks / page_chunks(p);
-
-	if (!p->hole_chunks)
-		return 0;
-	for (size_t a = 1; a < pages; a++) {
-		if (!page_holed(p, a))
-			continue;
-		size_t b = a + 1;
-		int rc;
-
-		while (b < pages && page_holed(p, b))
-			b++;
-		if ((rc = h->ops->hole(h->be, &p->r, a * page, (b - a) * page)))
-			return rc;
-		a = b;
-	}
-	return 0;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "holes.h"
 #include "types.h"
 
 #define EP__COMMIT_FIRST ((size_t)4 << 10)  /* a new pack's prefix: a page */
@@ -32,9 +33,4 @@ void ep__heap_holes(struct ep__heap *h);
 bool ep__pack_unhole(struct ep__heap *h, size_t n);
 /* p goes: its holes' bits cleared; their bytes (uncounted already). */
 size_t ep__pack_holes_forget(struct ep__heap *h, struct ep__pack *p);
-/* A fork child's private copy of p: its holes given back again. */
-int ep__pack_rehole(struct ep__heap *h, struct ep__pack *p);
-/* CLOCK_MONOTONIC in ns (pack.c). */
-uint64_t ep__now_ns(void);
-
 #endif /* EP_COMMIT_H */

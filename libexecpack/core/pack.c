@@ -348,13 +348,6 @@ void ep__pack_give_back(struct ep__heap *h, struct ep__pack *p, size_t pos, size
 	if (h->tally.used_out - h->hole_mark >= EP_PURGE_AT_ONCE)
 		ep__heap_holes(h);
 }
-uint64_t ep__now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /*
  * Purge (ep_config.purge_delay_ms): the kept empty pack p, committed past

@@ -15,6 +15,7 @@
 #include "alloc-state.h"
 #include "lookup.h"
 #include "commit.h"
+#include "holes.h"
 #include "region.h"
 #include "track.h"
 
@@ -121,6 +122,28 @@ static int retrap(struct ep__heap *h, struct ep__pack *p)
 	return rc;
 }
 
+/* A fork child's private copy of p maps its holes too: they go again. */
+static int rehole(struct ep__heap *h, struct ep__pack *p)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = p->nchunks / ep__page_chunks(p);
+
+	if (!p->hole_chunks)
+		return 0;
+	for (size_t a = 1; a < pages; a++) {
+		if (!ep__page_holed(p, a))
+			continue;
+		size_t b = a + 1;
+		int rc;
+
+		while (b < pages && ep__page_holed(p, b))
+			b++;
+		if ((rc = h->ops->hole(h->be, &p->r, a * page, (b - a) * page)))
+			return rc;
+		a = b;
+	}
+	return 0;
+}
+
 /* Before the first change to a region after a fork(): make it ours alone. */
 int ep__own_region_slow(struct ep__heap *h, struct ep__region *r)
 {
@@ -135,8 +158,7 @@ int ep__own_region_slow(struct ep__heap *h, struct ep__region *r)
 		return rc;
 	/* (the copy maps the whole committed part executable, holes too:
 	 * theirs go again before any allocation can come near them) */
-	if (r->pack && (rc = ep__pack_rehole(h, (struct ep__pack *)((char *)r -
-								 offsetof(struct ep__pack, r)))))
+	if (r->pack && (rc = rehole(h, (struct ep__pack *)((char *)r - offsetof(struct ep__pack, r)))))
 		return rc;
 	/* (a failed refill: the old generation stays, and all is done again
 	 * before the next change) */
