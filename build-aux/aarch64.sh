@@ -9,7 +9,7 @@
 # BUILD_DIR/aarch64 holds the build, BUILD_DIR/kernels the unpacked kernels.
 # EP_AARCH64_SUITES (names such as "check_patch rust-patch") and
 # EP_AARCH64_KERNELS ("4k", "16k") narrow a run to those;
-# EP_AARCH64_SUITE_JOBS (2) is how many suites a multi-threaded boot runs
+# EP_AARCH64_SUITE_JOBS (1) is how many suites a multi-threaded boot runs
 # at a time.
 # Each kernel's results go to RESULTS_DIR/aarch64-<kernel>/ (automake-style
 # .log/.trs per suite, stage.results for the module's suite).
@@ -224,10 +224,12 @@ for kn in $kernels; do
 	fi
 	sdir=$b/initrd-suites
 	[ "$kn" = 16k ] && sdir=$b/initrd-suites-16k
-	# The other suites two at a time: the guest has two vCPUs, and
-	# most suites keep one busy at most.  A suite that keeps both busy
-	# shares them now, so each gets its limit times the suites at a time.
-	sj=${EP_AARCH64_SUITE_JOBS:-2}
+	# EP_AARCH64_SUITE_JOBS=2 runs the other suites two at a time (the
+	# guest has two vCPUs, most suites keep one busy); a suite that keeps
+	# both busy shares them then, so its limit is multiplied by that.
+	# Not the default: the hugetlb suites share the huge pages then
+	# (doc/performance.md).
+	sj=${EP_AARCH64_SUITE_JOBS:-1}
 	boot "$kn" "$sdir" "$work" "$log" EP_KMOD_SUITE_JOBS="$sj" \
 		EP_KMOD_SUITE_TIMEOUT=$((${EP_AARCH64_SUITE_TIMEOUT:-180} * sj))
 	krc=$?
