@@ -22,6 +22,7 @@
 #                        runs before the module's suite; their output goes to
 #                        EP_KMOD_WORK/suites/NAME.log and .trs (automake's form)
 #   EP_KMOD_SUITE_TIMEOUT  seconds each of those suites may take (300)
+#   EP_KMOD_SUITE_JOBS   how many of those suites run at a time (1)
 #   EP_KMOD_WORK, EP_KMOD_LOG   work directory and log (tests/kmod/build and
 #                        tests/kmod/check-kmod.log under the build directory)
 #   QEMU                 qemu binary (qemu-system-x86_64, qemu-system-aarch64)
@@ -177,6 +178,7 @@ ck_mult=1
 [ "$accel_mode" = tcg ] && ck_mult=10
 sed -e "s|@USER_LIMIT@|$user_limit|g" -e "s|@GUEST_TIMEOUT@|$((timeout - 30))|g" \
 	-e "s|@CK_MULT@|$ck_mult|g" -e "s|@SUITE_TIMEOUT@|${EP_KMOD_SUITE_TIMEOUT:-300}|g" \
+	-e "s|@SUITE_JOBS@|${EP_KMOD_SUITE_JOBS:-1}|g" \
 	"$srcdir/tests/kmod/init.in" >"$root/init" || exit 1
 chmod 755 "$root/init" "$root/bin/busybox"
 [ "$suites_only" = 1 ] || chmod 755 "$root/check_kmod"
