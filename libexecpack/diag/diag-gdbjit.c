@@ -163,28 +163,36 @@ static uintptr_t hi(const struct ep__gdbjit_batch *b)
 	return (uintptr_t)(s->st_value + s->st_size);
 }
 
+/* Symbol s into the last of the k runs, or a new run after them when it
+ * starts past the page after that run's end; the runs there now. */
+static uint32_t run_add(Elf64_Shdr *sh, uint32_t k, Elf64_Sym *s)
+{
+	Elf64_Shdr *run = k ? &sh[FN_SH + k - 1] : NULL;
+	uint64_t start = s->st_value, end = start + s->st_size;
+
+	if (!run || start / RUN_PAGE > (run->sh_addr + run->sh_size - 1) / RUN_PAGE + 1) {
+		run = &sh[FN_SH + k];
+		*run = (Elf64_Shdr){ .sh_name = text_name(k), .sh_type = SHT_NOBITS,
+				     .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
+				     .sh_addr = start, .sh_addralign = 1 };
+		k++;
+	}
+	if (end > run->sh_addr + run->sh_size)
+		run->sh_size = end - run->sh_addr;
+	s->st_shndx = (Elf64_Section)(FN_SH + k - 1);
+	return k;
+}
+
 /* The sections (runs) and counts, after a change.  O(n). */
 static void finish(struct ep__gdbjit_batch *b)
 {
 	Elf64_Ehdr *eh = (Elf64_Ehdr *)(void *)b->file;
-	Elf64_Shdr *sh = shdr(b), *run = NULL;
+	Elf64_Shdr *sh = shdr(b);
 	Elf64_Sym *sym = syms(b);
 	uint32_t k = 0;
 
-	for (uint32_t i = 0; i < b->n; i++) {
-		uint64_t start = sym[1 + i].st_value, end = start + sym[1 + i].st_size;
-
-		if (!run || start / RUN_PAGE > (run->sh_addr + run->sh_size - 1) / RUN_PAGE + 1) {
-			run = &sh[FN_SH + k];
-			*run = (Elf64_Shdr){ .sh_name = text_name(k), .sh_type = SHT_NOBITS,
-					     .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
-					     .sh_addr = start, .sh_addralign = 1 };
-			k++;
-		}
-		if (end > run->sh_addr + run->sh_size)
-			run->sh_size = end - run->sh_addr;
-		sym[1 + i].st_shndx = (Elf64_Section)(FN_SH + k - 1);
-	}
+	for (uint32_t i = 0; i < b->n; i++)
+		k = run_add(sh, k, &sym[1 + i]);
 	if (eh->e_shnum > FN_SH + k) /* runs that went */
 		memset(&sh[FN_SH + k], 0, (eh->e_shnum - FN_SH - k) * sizeof(*sh));
 	eh->e_shnum = (Elf64_Half)(FN_SH + k);
@@ -202,20 +210,9 @@ static void finish_last(struct ep__gdbjit_batch *b)
 	Elf64_Ehdr *eh = (Elf64_Ehdr *)(void *)b->file;
 	Elf64_Shdr *sh = shdr(b);
 	Elf64_Sym *last = &syms(b)[b->n];
-	uint32_t k = (uint32_t)(last[-1].st_shndx - FN_SH) + 1; /* (its run is the last) */
-	Elf64_Shdr *run = &sh[FN_SH + k - 1];
-	uint64_t start = last->st_value, end = start + last->st_size;
+	/* (its run is the last) */
+	uint32_t k = run_add(sh, (uint32_t)(last[-1].st_shndx - FN_SH) + 1, last);
 
-	if (start / RUN_PAGE > (run->sh_addr + run->sh_size - 1) / RUN_PAGE + 1) {
-		run = &sh[FN_SH + k];
-		*run = (Elf64_Shdr){ .sh_name = text_name(k), .sh_type = SHT_NOBITS,
-				     .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
-				     .sh_addr = start, .sh_addralign = 1 };
-		k++;
-	}
-	if (end > run->sh_addr + run->sh_size)
-		run->sh_size = end - run->sh_addr;
-	last->st_shndx = (Elf64_Section)(FN_SH + k - 1);
 	eh->e_shnum = (Elf64_Half)(FN_SH + k);
 	sh[SH_SYMTAB].sh_size = (1 + (uint64_t)b->n) * sizeof(Elf64_Sym);
 	sh[SH_STRTAB].sh_size = b->str_used;
