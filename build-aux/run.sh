@@ -316,5 +316,13 @@ say "totals"
 for d in "$results"/*/; do
 	printf '%-16s %s\n' "$(basename "$d")" "$(sh "$top/build-aux/summarize-tests.sh" "$d" | tail -1)"
 done
+# What failed, by name, where a log says: CI shows only the end of this.
+if [ "$status" -ne 0 ]; then
+	echo "failed:"
+	find "$results" -name '*.trs' -exec grep -l ':test-result: \(FAIL\|ERROR\)' {} + 2>/dev/null |
+		sed "s|^$results/|  |" | head -n 30
+	find "$results" \( -name '*.log' -o -name '*.out' \) -exec grep -hE ':[0-9]+:[FE]:|^  failed: ' {} + 2>/dev/null |
+		sort -u | cut -c1-300 | head -n 30 | sed 's/^/  /'
+fi
 sh "$top/build-aux/summarize-tests.sh" "$results"
 exit $status

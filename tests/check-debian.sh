@@ -117,6 +117,9 @@ if (cd "$src" && dpkg-buildpackage -us -uc -b) >"$work/build.log" 2>&1; then
 else
 	tail -n 60 "$work/build.log"
 	fail "dpkg-buildpackage -us -uc -b"
+	# the checks that failed, by name (CI shows only the end of this)
+	grep -E '^(FAIL|ERROR): |:[0-9]+:[FE]:' "$work/build.log" | sort -u | head -n 20 |
+		sed 's/^/  failed: /'
 	finish
 fi
 grep -E '^(PASS|SKIP|FAIL|XFAIL|XPASS|ERROR):' "$work/build.log" | sed 's/^/  make check: /' | sort -u |
