@@ -23,6 +23,8 @@
 #define ep__bitmap_set_far bench_ff_set_far
 #define ep__bitmap_clear_far bench_ff_clear_far
 #define ep__fit_init bench_ff_fit_init
+#define ep__small_get bench_ff_small_get
+#define ep__small_put bench_ff_small_put
 #define ep__fit_destroy bench_ff_fit_destroy
 #define ep__fit_mark bench_ff_fit_mark
 #define ep__fit_mark_set bench_ff_fit_mark_set

@@ -10,6 +10,52 @@
 #include <string.h>
 
 #include "bitmap.h"
+#include "meta.h"
+
+/*
+ * The first-fit trees take their block from the library's small blocks
+ * (meta.c), which this test, linking bitmap.c alone, makes with calloc():
+ * every block given back must come back with the size it was taken at
+ * (meta.c files it by that size), and none may stay out.
+ */
+static struct {
+	void *p;
+	size_t size;
+} g_out[64];
+
+void *ep__small_get(size_t size)
+{
+	void *p = calloc(1, size ? size : 1);
+
+	for (size_t i = 0; p && i < 64; i++)
+		if (!g_out[i].p) {
+			g_out[i].p = p;
+			g_out[i].size = size;
+			return p;
+		}
+	ck_abort_msg("more than 64 blocks out");
+	return NULL;
+}
+
+void ep__small_put(void *p, size_t size)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < 64; i++)
+		if (g_out[i].p == p) {
+			ck_assert_uint_eq(size, g_out[i].size);
+			g_out[i].p = NULL;
+			free(p);
+			return;
+		}
+	ck_abort_msg("a block given back that was never taken");
+}
+
+static void no_block_out(void)
+{
+	for (size_t i = 0; i < 64; i++)
+		ck_assert_msg(!g_out[i].p, "a block of %zu bytes was never given back", g_out[i].size);
+}
 
 #define MAXBITS 4200
 
@@ -396,6 +442,7 @@ static Suite *bitmap_suite(void)
 	Suite *s = suite_create("bitmap");
 	TCase *tc = tcase_create("core");
 
+	tcase_add_checked_fixture(tc, NULL, no_block_out);
 	tcase_add_loop_test(tc, test_random_vs_model, 0, 8);
 	tcase_add_loop_test(tc, test_fit_big_vs_model, 0, 4);
 	tcase_add_test(tc, test_word_boundaries);

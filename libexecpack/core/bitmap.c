@@ -10,6 +10,7 @@
  */
 #include "atomic.h"
 #include "bitmap.h"
+#include "meta.h"
 
 static inline uint64_t mask_from(size_t bit)
 {
@@ -280,7 +281,7 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 	if (!nbits)
 		fit->tail = ~(uint64_t)0;
 	/* one block: the levels, then the runs */
-	uint8_t *b = calloc(1, bytes);
+	uint8_t *b = ep__small_get(bytes);
 
 	if (!b)
 		return -1;
@@ -299,7 +300,11 @@ int ep__fit_init(struct ep__fit *fit, const uint64_t *map, size_t nbits)
 
 void ep__fit_destroy(struct ep__fit *fit)
 {
-	free(fit->level[0]);
+	size_t bytes = fit->nwords;
+
+	for (size_t k = 0; k < fit->nlevels; k++)
+		bytes += fit->len[k];
+	ep__small_put(fit->level[0], bytes);
 	memset(fit, 0, sizeof(*fit));
 }
 

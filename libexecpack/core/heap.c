@@ -24,6 +24,7 @@
 #include "life.h"
 #include "limit.h"
 #include "lookup.h"
+#include "meta.h"
 #include "pack.h"
 #include "ranges.h"
 #include "records.h"
@@ -125,13 +126,13 @@ static void heap_start(struct ep__heap *h)
 /* Another heap on the same backend and settings as first. */
 struct ep__heap *ep__heap_clone(const struct ep__heap *first)
 {
-	struct ep__heap *h = calloc(1, sizeof(*h));
+	struct ep__heap *h = ep__small_get(sizeof(*h));
 
 	if (!h)
 		return NULL;
-	h->hash = calloc(64, sizeof(*h->hash));
+	h->hash = ep__small_get(64 * sizeof(*h->hash));
 	if (!h->hash) {
-		free(h);
+		ep__small_put(h, sizeof(*h));
 		return NULL;
 	}
 	h->hash_mask = 63;
@@ -185,20 +186,20 @@ int ep__heap_create(const struct ep_config *cfg_in, struct ep__heap **out)
 		return -EINVAL;
 	*out = NULL;
 
-	struct ep__heap *h = calloc(1, sizeof(*h));
+	struct ep__heap *h = ep__small_get(sizeof(*h));
 
 	if (!h)
 		return -ENOMEM;
-	h->hash = calloc(64, sizeof(*h->hash));
+	h->hash = ep__small_get(64 * sizeof(*h->hash));
 	if (!h->hash) {
-		free(h);
+		ep__small_put(h, sizeof(*h));
 		return -ENOMEM;
 	}
 	h->hash_mask = 63;
 	rc = ep__config_open(cfg_in, -1, &cfg, h);
 	if (rc) {
-		free(h->hash);
-		free(h);
+		ep__small_put(h->hash, 64 * sizeof(*h->hash));
+		ep__small_put(h, sizeof(*h));
 		return rc;
 	}
 #ifdef EP_TEST_HOOKS
@@ -237,7 +238,7 @@ static void heap_free_late(struct ep__grace *g)
 		h->spare_packs = p->next;
 		ep__pack_free(p);
 	}
-	free(h);
+	ep__small_put(h, sizeof(*h));
 }
 
 void ep__heap_destroy(struct ep__heap *h)
@@ -253,8 +254,8 @@ void ep__heap_destroy(struct ep__heap *h)
 				ep__route_clear((uintptr_t)a->large.exec, a->large.size);
 				ep__region_drop(h, &a->large);
 			}
-			free(ep__stage_base(a->staging));
-			free(a);
+			ep__stage_free(a->staging, a->stash_class);
+			ep__small_put(a, sizeof(*a));
 		}
 	}
 	/* (the pack structs stay for ep_lookup() until heap_free_late()) */
@@ -274,10 +275,10 @@ void ep__heap_destroy(struct ep__heap *h)
 	}
 	for (int k = 0; k < STASH_CLASSES; k++)
 		for (unsigned i = 0; i < h->nstash[k]; i++)
-			free(h->stash[k][i]);
+			ep__stage_free(h->stash[k][i], k);
 	for (struct ep__alloc *a = h->spare_recs, *n; a; a = n) {
 		n = a->hnext;
-		free(a);
+		ep__small_put(a, sizeof(*a));
 	}
 	ep__diag_pool_destroy(h); /* diag.c: the pool's memcheck mempool */
 	if (!h->shares_backend)
@@ -290,7 +291,7 @@ void ep__heap_destroy(struct ep__heap *h)
 	free(h->by_slot);
 	free(h->fits);
 	free(h->ranges);
-	free(h->hash);
+	ep__small_put(h->hash, (h->hash_mask + 1) * sizeof(*h->hash));
 	/* ep_lookup() may still read the heap and its packs (grace.h) */
 	ep__grace_retire(&h->grace, heap_free_late);
 }
@@ -503,12 +504,13 @@ static __attribute__((noinline, cold)) int alloc_failed(struct ep__heap *h, size
  * Threads that share: a heap that has never had a pack of its own (its
  * thread has little code so far) allocates in another heap's packs, as a
  * full code range does (ep__heap_borrow()), until it has so allocated
- * EP__BORROW_MAX bytes; then, or where no heap has a pack, it takes its
- * own.  Four threads that compile a few small programs each then fill one
- * pack, not four, and their frees, made in the lender's heap, are reused by
- * the next allocation there of any thread (each drains the lender's remote
- * frees under its lock).  Only a heap with packs lends: a heap without one
- * would make a pack for the borrower, which its own heap can do.  Not where
+ * EP__BORROW_MAX bytes; then it takes its own.  Four threads that compile
+ * a few small programs each then fill one pack, not four, and their frees,
+ * made in the lender's heap, are reused by the next allocation there of
+ * any thread (each drains the lender's remote frees under its lock).  A
+ * heap with packs lends first; where none has one yet, the pool's first
+ * heap makes the pack (under its lock: threads that start at once wait
+ * for that one pack instead of each making its own).  Not where
  * EXECPACK_HEAPS caps the heaps (or a backend allows one), nor data heaps.
  */
 #define EP__BORROW_MAX ((size_t)256 << 10)
@@ -533,7 +535,10 @@ static __attribute__((noinline, cold)) int alloc_shared(struct ep__heap *h, size
 	if (h->data || h->root->max_heaps || ep__load_relaxed(&h->borrowed) >= EP__BORROW_MAX)
 		return 1;
 	int rc = ep__heap_borrow(h, alloc_lent_shared, &x);
+	struct ep__heap *first = h->root->first;
 
+	if (rc == -ENOMEM && first != h && !first->data)
+		rc = alloc_lent(first, &x);
 	if (rc)
 		return rc == -ENOMEM ? 1 : rc;
 	ep__add_relaxed(&h->borrowed, reserved);

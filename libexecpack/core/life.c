@@ -43,7 +43,7 @@ void ep__rec_finalized(struct ep__heap *h, struct ep__alloc *a)
 	if (a->patch && ((h->flags & EP_F_KEEP_STAGING) || a->patch->keep)) {
 		a->patch->kept = a->staging;
 		a->patch->kept_class = a->stash_class;
-		ep__stage_trim(a->staging, a->reserved); /* (ep_finalize_size: the used length) */
+		ep__stage_trim(a->staging, a->reserved, a->stash_class); /* (ep_finalize_size: the used length) */
 	} else {
 		ep__stage_put(h, a->staging, a->stash_class);
 	}

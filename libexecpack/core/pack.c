@@ -102,7 +102,7 @@ void ep__pack_free(struct ep__pack *p)
 	free(p->holes);
 	ep__fit_destroy(&p->fit);
 	ep__meta_put(p->used, pack_meta_bytes(p->heap)); /* (one block: see pack_get) */
-	free(p);
+	ep__small_put(p, sizeof(*p));
 }
 /* A pack struct with clear maps: a spare, or a new one. */
 static struct ep__pack *pack_get(struct ep__heap *h)
@@ -121,13 +121,13 @@ static struct ep__pack *pack_get(struct ep__heap *h)
 			return p; /* (its maps are clear: see pack_spare()) */
 		}
 	}
-	p = calloc(1, sizeof(*p));
+	p = ep__small_get(sizeof(*p));
 	if (!p)
 		return NULL;
 	/* (meta.c: only what the committed chunks use becomes resident) */
 	p->used = ep__meta_get(pack_meta_bytes(h));
 	if (!p->used) {
-		free(p);
+		ep__small_put(p, sizeof(*p));
 		return NULL;
 	}
 	p->start = p->used + words;

@@ -21,12 +21,13 @@
 #include "alloc-state.h"
 #include "info.h"
 #include "internal.h"
+#include "meta.h"
 #include "records.h"
 
 int ep__hash_grow(struct ep__heap *h)
 {
 	size_t nb = (h->hash_mask + 1) * 2;
-	struct ep__alloc **nh = calloc(nb, sizeof(*nh));
+	struct ep__alloc **nh = ep__small_get(nb * sizeof(*nh));
 
 	if (!nh)
 		return -ENOMEM;
@@ -44,7 +45,7 @@ int ep__hash_grow(struct ep__heap *h)
 			nh[j] = a;
 		}
 	}
-	free(oh);
+	ep__small_put(oh, old * sizeof(*oh));
 	return 0;
 }
 void ep__hash_insert(struct ep__heap *h, struct ep__alloc *a)
@@ -71,7 +72,7 @@ struct ep__alloc *ep__rec_get(struct ep__heap *h)
 	struct ep__alloc *a = h->spare_recs;
 
 	if (!a)
-		return calloc(1, sizeof(*a));
+		return ep__small_get(sizeof(*a));
 	h->spare_recs = a->hnext;
 	h->nspare_recs--;
 	a->hnext = NULL;
@@ -80,7 +81,7 @@ struct ep__alloc *ep__rec_get(struct ep__heap *h)
 void ep__rec_put(struct ep__heap *h, struct ep__alloc *a)
 {
 	if (h->nspare_recs >= SPARE_RECORDS) {
-		free(a);
+		ep__small_put(a, sizeof(*a));
 		return;
 	}
 	/* zeroed now: ready for ep__rec_get, and no stale code address lingers
@@ -122,7 +123,8 @@ unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls)
 									: EP_STAGE_ALIGN));
 	if (h->nstash[k])
 		return h->stash[k][--h->nstash[k]];
-	return aligned_alloc(EP_STAGE_ALIGN, (size_t)STASH_MIN << k);
+	/* (meta.c's: a thread that only JITs gets no malloc arena for it) */
+	return ep__stage_block_get((size_t)STASH_MIN << k);
 }
 /* (the stash keeps EP_STAGE_ALIGN only: an aligned request's buffer is
  * its own, and its exec is on align, so no skew) */
@@ -141,7 +143,14 @@ void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
 	if (cls >= 0 && h->nstash[cls] < STASH_DEPTH)
 		h->stash[cls][h->nstash[cls]++] = buf;
 	else
-		free(buf);
+		ep__stage_free(buf, cls);
+}
+void ep__stage_free(unsigned char *buf, int cls)
+{
+	if (cls >= 0)
+		ep__stage_block_put(ep__stage_base(buf), (size_t)STASH_MIN << cls);
+	else
+		free(buf ? ep__stage_base(buf) : NULL);
 }
 /*
  * A kept buffer (EP_F_KEEP_STAGING) holds [buf, buf+len) from now on: its
@@ -150,12 +159,13 @@ void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls)
  * whole, it cost twice the code.  The pages read as zeros if the buffer is
  * stashed and handed out again, which fills what it hands out.
  */
-void ep__stage_trim(unsigned char *buf, size_t len)
+void ep__stage_trim(unsigned char *buf, size_t len, int cls)
 {
 	unsigned char *base = ep__stage_base(buf);
 	size_t page = ep__page_size();
+	size_t have = cls >= 0 ? (size_t)STASH_MIN << cls : malloc_usable_size(base);
 	uintptr_t lo = ep__round_up((uintptr_t)buf + len, page);
-	uintptr_t hi = ((uintptr_t)base + malloc_usable_size(base)) & ~(uintptr_t)(page - 1);
+	uintptr_t hi = ((uintptr_t)base + have) & ~(uintptr_t)(page - 1);
 
 	if (hi > lo)
 		(void)madvise((void *)lo, hi - lo, MADV_DONTNEED);

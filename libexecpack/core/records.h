@@ -38,12 +38,15 @@ void ep__rec_put(struct ep__heap *h, struct ep__alloc *a);
  * chunk the allocation starts on; put (and free) take either pointer. */
 unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls);
 void ep__stage_put(struct ep__heap *h, unsigned char *buf, int cls);
+/* Give a buffer of class cls back, past the stash (NULL: nothing). */
+void ep__stage_free(unsigned char *buf, int cls);
 /* A buffer for a pack allocation aligned past EP_STAGE_ALIGN
  * (ep_alloc_aligned()): on min(align, page), never stashed (*cls -1). */
 unsigned char *ep__stage_get_aligned(struct ep__heap *h, size_t size, size_t align, int *cls);
 
-/* A kept buffer's pages past its first len bytes back to the kernel. */
-void ep__stage_trim(unsigned char *buf, size_t len);
+/* A kept buffer's (of class cls) pages past its first len bytes back to
+ * the kernel. */
+void ep__stage_trim(unsigned char *buf, size_t len, int cls);
 
 static inline unsigned char *ep__stage_skew(unsigned char *buf, uintptr_t key)
 {

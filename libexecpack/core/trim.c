@@ -11,7 +11,9 @@
 #include <stdlib.h>
 
 #include "lock.h"
+#include "meta.h"
 #include "pack.h"
+#include "records.h"
 #include "remote.h"
 #include "trim.h"
 
@@ -23,7 +25,7 @@ size_t ep__heap_trim(struct ep__heap *h)
 	ep__remote_drain_check(h); /* (frees by other threads empty packs too) */
 	for (int k = 0; k < STASH_CLASSES; k++) {
 		while (h->nstash[k]) {
-			free(h->stash[k][--h->nstash[k]]);
+			ep__stage_free(h->stash[k][--h->nstash[k]], k);
 			n += (size_t)STASH_MIN << k;
 		}
 	}
@@ -32,7 +34,7 @@ size_t ep__heap_trim(struct ep__heap *h)
 
 		h->spare_recs = a->hnext;
 		h->nspare_recs--;
-		free(a);
+		ep__small_put(a, sizeof(*a));
 		n += sizeof(*a);
 	}
 	n += ep__pack_trim_all(h);

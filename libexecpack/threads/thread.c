@@ -19,6 +19,7 @@
 
 #include "heap.h"
 #include "lock.h"
+#include "meta.h"
 #include "pack.h"
 #include "registry.h"
 #include "remote.h"
@@ -106,7 +107,7 @@ static struct ep__thread *thread_self(void)
 		g_spare_threads = t->next;
 	ep__mutex_unlock(&ep__thread_spare_lock);
 	if (!t) {
-		t = calloc(1, sizeof(*t));
+		t = ep__small_get(sizeof(*t)); /* (never given back: spares) */
 		if (!t)
 			return NULL;
 		/* (atomics only, shared by the thread and the heaps naming it) */
