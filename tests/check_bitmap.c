@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "bitmap.h"
-#include "meta.h"
+#include "small.h"
 
 /*
  * The first-fit trees take their block from the library's small blocks

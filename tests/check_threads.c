@@ -14,11 +14,13 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -621,7 +623,7 @@ enum { SHARE_THREADS = 4, SHARE_N = 100 };
 
 struct share_arg {
 	struct ep_pool *pool;
-	pthread_barrier_t *go;
+	pthread_barrier_t *go, *start; /* start: all begin at once (optional) */
 	size_t size;
 	int n;
 	void *exec[SHARE_N];
@@ -631,6 +633,8 @@ static void *share_alloc(void *arg)
 {
 	struct share_arg *a = arg;
 
+	if (a->start)
+		pthread_barrier_wait(a->start);
 	for (int i = 0; i < a->n; i++) {
 		struct ep_image im;
 
@@ -712,6 +716,72 @@ START_TEST(test_threads_share_packs)
 }
 END_TEST
 
+/* glibc's malloc arenas: one <heap> each in malloc_info()'s report. */
+static int malloc_arenas(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int n = 0;
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(malloc_info(0, f), 0);
+	fclose(f);
+	for (const char *p = buf; (p = strstr(p, "<heap nr=")); p++)
+		n++;
+	free(buf);
+	return n;
+}
+
+/*
+ * Threads that start at once on an empty pool make one pack between them
+ * (the first heap makes it; the others borrow behind its lock), and a
+ * thread that only JITs through the library gets no malloc arena of its
+ * own: its records, heap and staging buffers are the library's small
+ * blocks (meta.c).  The arenas are glibc's: under Valgrind or a sanitizer
+ * the library uses malloc() on purpose, and that half says SKIP.
+ */
+START_TEST(test_threads_start_at_once)
+{
+	struct ep_config cfg = { .sz = sizeof(cfg), .backend = EP_BACKEND_MEMFD };
+	struct ep_pool *pool = NULL;
+	static struct share_arg a[SHARE_THREADS];
+	pthread_barrier_t start;
+	bool arenas = true;
+
+#if defined(EP_TEST_ASAN) || defined(EP_TEST_TSAN)
+	arenas = false;
+#endif
+	if (RUNNING_ON_VALGRIND)
+		arenas = false;
+	unsetenv("EXECPACK_HEAPS");
+	ck_assert_int_eq(ep_pool_create(&cfg, &pool), 0);
+	int before = malloc_arenas();
+
+	pthread_barrier_init(&start, NULL, SHARE_THREADS);
+	memset(a, 0, sizeof(a));
+	for (int t = 0; t < SHARE_THREADS; t++)
+		a[t] = (struct share_arg){ .pool = pool, .size = 64 + 64 * (size_t)t, .n = SHARE_N,
+					   .start = &start };
+	ck_assert_uint_eq(packs_after_threads(pool, a, SHARE_THREADS), 1);
+	pthread_barrier_destroy(&start);
+	int after = malloc_arenas();
+
+	if (arenas)
+		ck_assert_msg(after == before, "%d malloc arenas before the threads, %d after",
+			      before, after);
+	else
+		printf("SKIP arenas: Valgrind or a sanitizer: the library uses malloc() there\n");
+	for (int t = 0; t < SHARE_THREADS; t++)
+		for (int i = 0; i < SHARE_N; i++) {
+			ck_assert_ptr_nonnull(a[t].exec[i]);
+			ck_assert_int_eq(rel_call(a[t].exec[i]), i);
+			ck_assert_int_eq(ep_free(pool, a[t].exec[i]), 0);
+		}
+	ep_pool_destroy(pool);
+}
+END_TEST
+
 static Suite *threads_suite(void)
 {
 	Suite *s = suite_create("threads");
@@ -730,6 +800,7 @@ static Suite *threads_suite(void)
 	tcase_add_test(ts, test_subpool_shared_limit);
 	tcase_add_test(ts, test_subpools_split_threads);
 	tcase_add_test(ts, test_threads_share_packs);
+	tcase_add_test(ts, test_threads_start_at_once);
 	suite_add_tcase(s, ts);
 	return s;
 }

@@ -10,7 +10,7 @@
  */
 #include "atomic.h"
 #include "bitmap.h"
-#include "meta.h"
+#include "small.h"
 
 static inline uint64_t mask_from(size_t bit)
 {

@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "fit-packs.h"
+#include "small.h"
 
 /*
  * First fit over hundreds of packs walked them all in creation order; the
@@ -60,12 +61,12 @@ int ep__slots_reserve(struct ep__heap *h)
 
 	if (h->npacks >= cap / 2)
 		cap *= 2;
-	struct ep__pack **bs = malloc(cap * sizeof(*bs));
-	uint32_t *fits = calloc(2 * cap, sizeof(*fits));
+	struct ep__pack **bs = ep__small_get(cap * sizeof(*bs));
+	uint32_t *fits = ep__small_get(2 * cap * sizeof(*fits));
 
 	if (!bs || !fits) {
-		free(bs);
-		free(fits);
+		ep__small_put(bs, cap * sizeof(*bs));
+		ep__small_put(fits, 2 * cap * sizeof(*fits));
 		return -ENOMEM;
 	}
 	size_t k = 0;
@@ -81,8 +82,8 @@ int ep__slots_reserve(struct ep__heap *h)
 	}
 	for (size_t i = cap - 1; i >= 1; i--)
 		fits[i] = fits[2 * i] > fits[2 * i + 1] ? fits[2 * i] : fits[2 * i + 1];
-	free(h->by_slot);
-	free(h->fits);
+	ep__small_put(h->by_slot, h->cap_slots * sizeof(*bs));
+	ep__small_put(h->fits, 2 * h->cap_slots * sizeof(*fits));
 	h->by_slot = bs;
 	h->fits = fits;
 	h->cap_slots = cap;

@@ -24,13 +24,13 @@
 #include "life.h"
 #include "limit.h"
 #include "lookup.h"
-#include "meta.h"
 #include "pack.h"
 #include "ranges.h"
 #include "records.h"
 #include "region.h"
 #include "remote.h"
 #include "route.h"
+#include "small.h"
 #include "tally.h"
 #include "track.h"
 
@@ -288,9 +288,9 @@ void ep__heap_destroy(struct ep__heap *h)
 		VALGRIND_HG_ENABLE_CHECKING(&h->tally, sizeof(h->tally));
 		VALGRIND_HG_ENABLE_CHECKING(&h->owner, sizeof(h->owner));
 	}
-	free(h->by_slot);
-	free(h->fits);
-	free(h->ranges);
+	ep__small_put(h->by_slot, h->cap_slots * sizeof(*h->by_slot));
+	ep__small_put(h->fits, 2 * h->cap_slots * sizeof(*h->fits));
+	ep__small_put(h->ranges, h->cap_ranges * sizeof(*h->ranges));
 	ep__small_put(h->hash, (h->hash_mask + 1) * sizeof(*h->hash));
 	/* ep_lookup() may still read the heap and its packs (grace.h) */
 	ep__grace_retire(&h->grace, heap_free_late);

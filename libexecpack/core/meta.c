@@ -18,7 +18,6 @@
  */
 #include "config.h"
 
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,32 +46,6 @@ static size_t pages_of(size_t size)
 	return (size + pg - 1) / pg * pg;
 }
 
-/* size bytes (a multiple of the page size) of a stretch; NULL when none
- * can be mapped.  With ep__meta_lock. */
-static void *stretch_take(size_t size)
-{
-	if ((size_t)(g_end - g_at) < size) {
-		size_t len = size > STRETCH ? size : STRETCH;
-		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (m == MAP_FAILED)
-			return NULL; /* (the rest of the old stretch stays unused) */
-		/* where transparent huge pages are "always" (the default of
-		 * many kernels), the first table written would make a whole
-		 * huge page of the stretch resident: 2 MiB, or 32 MiB with
-		 * 16 KiB pages.  (Without THP in the kernel this fails, and
-		 * there is nothing to do.) */
-		(void)madvise(m, len, MADV_NOHUGEPAGE);
-		g_at = m;
-		g_end = g_at + len;
-	}
-	void *p = g_at;
-
-	g_at += size;
-	return p;
-}
-
 void *ep__meta_get(size_t size)
 {
 	void *p = NULL;
@@ -89,7 +62,24 @@ void *ep__meta_get(size_t size)
 			goto out;
 		}
 	}
-	p = stretch_take(size);
+	if ((size_t)(g_end - g_at) < size) {
+		size_t len = size > STRETCH ? size : STRETCH;
+		void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		if (m == MAP_FAILED)
+			goto out; /* (the rest of the old stretch stays unused) */
+		/* where transparent huge pages are "always" (the default of
+		 * many kernels), the first table written would make a whole
+		 * huge page of the stretch resident: 2 MiB, or 32 MiB with
+		 * 16 KiB pages.  (Without THP in the kernel this fails, and
+		 * there is nothing to do.) */
+		(void)madvise(m, len, MADV_NOHUGEPAGE);
+		g_at = m;
+		g_end = g_at + len;
+	}
+	p = g_at;
+	g_at += size;
 out:
 	ep__mutex_unlock(&ep__meta_lock);
 	return p;
@@ -115,125 +105,4 @@ void ep__meta_put(void *p, size_t size)
 	s->next = g_spares;
 	g_spares = s;
 	ep__mutex_unlock(&ep__meta_lock);
-}
-
-/* ---- small blocks --------------------------------------------------------- */
-
-#define SMALL_GRAIN ((size_t)64) /* (a block never shares a cache line) */
-#define SMALL_CLASSES (EP__SMALL_MAX / SMALL_GRAIN)
-
-struct small_free {
-	struct small_free *next;
-};
-
-/* A zone: the page being carved and the blocks given back, by size class
- * (ep__meta_lock).  The records and the staging buffers have one each: a
- * caller's overrun of a staging buffer reaches other staging buffers only. */
-struct zone {
-	unsigned char *at, *end;
-	struct small_free *free[SMALL_CLASSES];
-};
-
-static struct zone g_records, g_staging;
-
-/* Where the tools that follow malloc() would lose track: they get it. */
-static bool small_by_malloc(void)
-{
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-	return true;
-#else
-	return ep__under_valgrind();
-#endif
-}
-
-/* A block of class k (len bytes) of z, NULL when no page can be mapped;
- * with ep__meta_lock.  Its bytes are as they were given back. */
-static void *zone_take(struct zone *z, size_t k, size_t len)
-{
-	void *p = z->free[k];
-
-	if (p) {
-		z->free[k] = z->free[k]->next;
-		return p;
-	}
-	if ((size_t)(z->end - z->at) < len) {
-		/* (the old page's rest goes to the free lists) */
-		while ((size_t)(z->end - z->at) >= SMALL_GRAIN) {
-			size_t j = (size_t)(z->end - z->at) / SMALL_GRAIN - 1;
-			struct small_free *f = (struct small_free *)z->at;
-
-			j = j < SMALL_CLASSES ? j : SMALL_CLASSES - 1;
-			f->next = z->free[j];
-			z->free[j] = f;
-			z->at += (j + 1) * SMALL_GRAIN;
-		}
-		unsigned char *pg = stretch_take(pages_of(EP__SMALL_MAX));
-
-		if (!pg)
-			return NULL;
-		z->at = pg;
-		z->end = pg + pages_of(EP__SMALL_MAX);
-	}
-	p = z->at;
-	z->at += len;
-	return p;
-}
-
-static void zone_give(struct zone *z, void *p, size_t size)
-{
-	struct small_free *f = p;
-	size_t k = size ? (size - 1) / SMALL_GRAIN : 0;
-
-	ep__mutex_lock(&ep__meta_lock);
-	f->next = z->free[k];
-	z->free[k] = f;
-	ep__mutex_unlock(&ep__meta_lock);
-}
-
-void *ep__small_get(size_t size)
-{
-	if (size > EP__SMALL_MAX || small_by_malloc())
-		return calloc(1, size ? size : 1);
-	size_t k = size ? (size - 1) / SMALL_GRAIN : 0, len = (k + 1) * SMALL_GRAIN;
-
-	ep__mutex_lock(&ep__meta_lock);
-	void *p = zone_take(&g_records, k, len);
-
-	ep__mutex_unlock(&ep__meta_lock);
-	if (p)
-		memset(p, 0, len); /* (one given back holds its old bytes) */
-	return p;
-}
-
-void ep__small_put(void *p, size_t size)
-{
-	if (!p)
-		return;
-	if (size > EP__SMALL_MAX || small_by_malloc())
-		free(p);
-	else
-		zone_give(&g_records, p, size);
-}
-
-void *ep__stage_block_get(size_t size)
-{
-	if (size > EP__SMALL_MAX || small_by_malloc())
-		return aligned_alloc(SMALL_GRAIN, (size + SMALL_GRAIN - 1) / SMALL_GRAIN * SMALL_GRAIN);
-	size_t k = size ? (size - 1) / SMALL_GRAIN : 0;
-
-	ep__mutex_lock(&ep__meta_lock);
-	void *p = zone_take(&g_staging, k, (k + 1) * SMALL_GRAIN);
-
-	ep__mutex_unlock(&ep__meta_lock);
-	return p;
-}
-
-void ep__stage_block_put(void *p, size_t size)
-{
-	if (!p)
-		return;
-	if (size > EP__SMALL_MAX || small_by_malloc())
-		free(p);
-	else
-		zone_give(&g_staging, p, size);
 }

@@ -15,24 +15,8 @@ void *ep__meta_get(size_t size);
 /* Give back what ep__meta_get(size) returned (NULL: nothing). */
 void ep__meta_put(void *p, size_t size);
 
-/*
- * Small zeroed blocks (size up to EP__SMALL_MAX) for the records every
- * thread's calls make (a thread's record, its heap, a program's record,
- * a pack's struct and first-fit tree), carved from the same pages: glibc gives a thread a malloc arena of its
- * own at its first malloc(), two pages resident, which a thread that only
- * JITs through the library would then pay for nothing else.  Under
- * Valgrind or a sanitizer, calloc() and free(), which they follow.
- */
-#define EP__SMALL_MAX ((size_t)4096)
-void *ep__small_get(size_t size);
-/* Give back what ep__small_get(size) returned (NULL: nothing). */
-void ep__small_put(void *p, size_t size);
-/* The same for staging buffers, in pages of their own: 64-byte aligned,
- * not zeroed (the fill writes them). */
-void *ep__stage_block_get(size_t size);
-void ep__stage_block_put(void *p, size_t size);
-
-/* Taken by the fork handlers after every heap lock (fork.c). */
+/* Taken by the fork handlers after every heap lock (fork.c); small.c's
+ * blocks are given out under it too. */
 extern pthread_mutex_t ep__meta_lock;
 
 #endif /* EP_META_H */

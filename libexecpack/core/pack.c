@@ -22,6 +22,7 @@
 #include "commit.h"
 #include "fit-packs.h"
 #include "meta.h"
+#include "small.h"
 #include "pack.h"
 #include "ranges.h"
 #include "region.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ranges.h"
+#include "small.h"
 
 /* Index of the first range with lo > addr. */
 static size_t range_upper(const struct ep__heap *h, uintptr_t addr)
@@ -43,10 +44,13 @@ int ep__range_reserve(struct ep__heap *h)
 	if (h->nranges < h->cap_ranges)
 		return 0;
 	size_t nc = h->cap_ranges ? h->cap_ranges * 2 : 16;
-	struct ep__range *nr = realloc(h->ranges, nc * sizeof(*nr));
+	struct ep__range *nr = ep__small_get(nc * sizeof(*nr));
 
 	if (!nr)
 		return -ENOMEM;
+	if (h->nranges)
+		memcpy(nr, h->ranges, h->nranges * sizeof(*nr));
+	ep__small_put(h->ranges, h->cap_ranges * sizeof(*nr));
 	h->ranges = nr;
 	h->cap_ranges = nc;
 	return 0;

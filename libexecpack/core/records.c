@@ -21,8 +21,8 @@
 #include "alloc-state.h"
 #include "info.h"
 #include "internal.h"
-#include "meta.h"
 #include "records.h"
+#include "small.h"
 
 int ep__hash_grow(struct ep__heap *h)
 {

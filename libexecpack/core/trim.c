@@ -11,10 +11,10 @@
 #include <stdlib.h>
 
 #include "lock.h"
-#include "meta.h"
 #include "pack.h"
 #include "records.h"
 #include "remote.h"
+#include "small.h"
 #include "trim.h"
 
 size_t ep__heap_trim(struct ep__heap *h)

@@ -19,10 +19,10 @@
 
 #include "heap.h"
 #include "lock.h"
-#include "meta.h"
 #include "pack.h"
 #include "registry.h"
 #include "remote.h"
+#include "small.h"
 #include "thread.h"
 #include "track.h"
 
