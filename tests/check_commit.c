@@ -117,6 +117,23 @@ START_TEST(test_prefix_then_prot_none)
 }
 END_TEST
 
+/*
+ * In a fork child: programs f[from..to) of size bytes JITted (returning
+ * base + i) and called, or (done) called again and freed.  Nonzero at the
+ * first that fails.
+ */
+static int child_jit_call_free(struct ep_pool *p, void **f, int from, int to, size_t size,
+			       int base, bool done)
+{
+	int rc = 0;
+
+	for (int i = from; i < to && !done && !rc; i++)
+		f[i] = tu_jit_ret(p, size, (uint32_t)(base + i), &rc);
+	for (int i = from; i < to && !rc; i++)
+		rc = tu_as_fn(f[i])() != base + i || (done && ep_free(p, f[i]) != 0);
+	return rc != 0;
+}
+
 /* A child that jumps to (jump) or reads at addr: must die of SIGSEGV. */
 static void expect_fault(void *addr, int jump)
 {
@@ -564,18 +581,12 @@ START_TEST(test_fork_child_grows_its_copy)
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		int bad = 0;
+		int bad = child_jit_call_free(p, f, 1, N, 64, 1000, false);
 
-		for (int i = 1; i < N && !bad; i++) {
-			f[i] = tu_jit_ret(p, 64, (uint32_t)(1000 + i), &rc);
-			bad = rc != 0;
-		}
-		for (int i = 1; i < N && !bad; i++)
-			bad = tu_as_fn(f[i])() != 1000 + i;
 		bad |= tu_as_fn(f[0])() != 0;
 		bad |= rx_bytes(f[0]) < (size_t)N * 64;
-		for (int i = 1; i < N && !bad; i++)
-			bad = ep_free(p, f[i]) != 0;
+		if (!bad)
+			bad = child_jit_call_free(p, f, 1, N, 64, 1000, true);
 		free(f);
 		if (bad)
 			_exit(1);
@@ -751,16 +762,10 @@ START_TEST(test_holes_in_live_pack)
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		int bad = 0;
+		int bad = child_jit_call_free(p, f, 1, N - 1, SZ, 5000, false);
 
-		for (int i = 1; i < N - 1 && !bad; i++) {
-			f[i] = tu_jit_ret(p, SZ, (uint32_t)(5000 + i), &rc);
-			bad = rc != 0;
-		}
-		for (int i = 1; i < N - 1 && !bad; i++)
-			bad = tu_as_fn(f[i])() != 5000 + i;
-		for (int i = 1; i < N - 1 && !bad; i++)
-			bad = ep_free(p, f[i]) != 0;
+		if (!bad)
+			bad = child_jit_call_free(p, f, 1, N - 1, SZ, 5000, true);
 		free(f);
 		if (bad)
 			_exit(1);
