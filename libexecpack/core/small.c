@@ -19,13 +19,12 @@
 #include "config.h"
 #include "atomic.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "lock.h"
@@ -51,6 +50,16 @@ static struct zone g_records, g_staging;
 static _Atomic uintptr_t g_lo, g_hi;
 static uintptr_t g_next;
 static _Thread_local signed char tl_main; /* 1 the main thread, -1 not, 0 unknown */
+static pthread_t g_main;                    /* the thread that loaded the library */
+static bool g_main_known;
+
+/* (the thread that loads the library: the main thread, unless a thread
+ * dlopen()s it, which then keeps malloc() as the main thread would) */
+__attribute__((constructor)) static void note_main_thread(void)
+{
+	g_main = pthread_self();
+	g_main_known = true;
+}
 
 /* Where malloc() serves: the tools that follow it, and the main thread. */
 static bool by_malloc(void)
@@ -61,7 +70,7 @@ static bool by_malloc(void)
 	if (ep__under_valgrind())
 		return true;
 	if (__builtin_expect(!tl_main, 0))
-		tl_main = syscall(SYS_gettid) == getpid() ? 1 : -1;
+		tl_main = g_main_known && pthread_equal(pthread_self(), g_main) ? 1 : -1;
 	return tl_main > 0;
 #endif
 }
