@@ -61,10 +61,21 @@ __attribute__((constructor)) static void note_main_thread(void)
 	g_main_known = true;
 }
 
+/* The sanitizers, which follow malloc() (LeakSanitizer scans its blocks
+ * for pointers, not this reservation): gcc's macros, clang's features. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define EP_SMALL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+	__has_feature(memory_sanitizer) || __has_feature(hwaddress_sanitizer)
+#define EP_SMALL_SANITIZED 1
+#endif
+#endif
+
 /* Where malloc() serves: the tools that follow it, and the main thread. */
 static bool by_malloc(void)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef EP_SMALL_SANITIZED
 	return true;
 #else
 	if (ep__under_valgrind())
