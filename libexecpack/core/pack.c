@@ -22,11 +22,11 @@
 #include "commit.h"
 #include "fit-packs.h"
 #include "meta.h"
-#include "small.h"
 #include "pack.h"
 #include "ranges.h"
 #include "region.h"
 #include "route.h"
+#include "small.h"
 #include "tally.h"
 
 /*

@@ -123,7 +123,7 @@ unsigned char *ep__stage_get(struct ep__heap *h, size_t size, int *cls)
 									: EP_STAGE_ALIGN));
 	if (h->nstash[k])
 		return h->stash[k][--h->nstash[k]];
-	/* (meta.c's: a thread that only JITs gets no malloc arena for it) */
+	/* (small.c's: a thread that only JITs gets no malloc arena for it) */
 	return ep__stage_block_get((size_t)STASH_MIN << k);
 }
 /* (the stash keeps EP_STAGE_ALIGN only: an aligned request's buffer is
@@ -150,7 +150,7 @@ void ep__stage_free(unsigned char *buf, int cls)
 	if (cls >= 0)
 		ep__stage_block_put(ep__stage_base(buf), (size_t)STASH_MIN << cls);
 	else
-		free(buf ? ep__stage_base(buf) : NULL);
+		free(ep__stage_base(buf));
 }
 /*
  * A kept buffer (EP_F_KEEP_STAGING) holds [buf, buf+len) from now on: its

@@ -149,9 +149,15 @@ static void *zone_take(struct zone *z, size_t k, size_t len)
 	return p;
 }
 
+/* The class of a block of size bytes: it holds (class + 1) * GRAIN. */
+static size_t class_of(size_t size)
+{
+	return size ? (size - 1) / GRAIN : 0;
+}
+
 static void *zone_get(struct zone *z, size_t size)
 {
-	size_t k = size ? (size - 1) / GRAIN : 0;
+	size_t k = class_of(size);
 
 	ep__mutex_lock(&ep__meta_lock);
 	void *p = zone_take(z, k, (k + 1) * GRAIN);
@@ -163,7 +169,7 @@ static void *zone_get(struct zone *z, size_t size)
 static void zone_put(struct zone *z, void *p, size_t size)
 {
 	struct free_block *f = p;
-	size_t k = size ? (size - 1) / GRAIN : 0;
+	size_t k = class_of(size);
 
 	ep__mutex_lock(&ep__meta_lock);
 	f->next = z->free[k];
@@ -176,7 +182,7 @@ void *ep__small_get(size_t size)
 	void *p = NULL;
 
 	if (size <= EP__SMALL_MAX && !by_malloc() && (p = zone_get(&g_records, size)))
-		return memset(p, 0, (size ? (size - 1) / GRAIN + 1 : 1) * GRAIN);
+		return memset(p, 0, (class_of(size) + 1) * GRAIN);
 	return calloc(1, size ? size : 1);
 }
 
